@@ -158,7 +158,8 @@ def from_json(text: str | bytes) -> Address:
 def describe(address: Address) -> str:
     """A short human-readable target for traces: the thing a hop goes to."""
     if isinstance(address, InProcessAddress):
-        return "inprocess"
+        # Two in-process addresses are the same only when they wrap the same object.
+        return f"inprocess:{id(address.skeleton):x}"
     if isinstance(address, MqttAddress):
         return f"{address.broker_uri}/{address.topic}"
     if isinstance(address, WebSocketClientAddress):
