@@ -100,7 +100,7 @@ def decode(data: bytes) -> JoynrMessage:
     version, mtype, mid, sender, recipient, reply_to, expiry, effort, headers, hops, payload = fields
     if version != WIRE_VERSION:
         raise MessageDecodeError("v", f"unsupported wire version {version!r}")
-    if mtype not in MESSAGE_TYPES:
+    if not isinstance(mtype, str) or mtype not in MESSAGE_TYPES:
         raise MessageDecodeError("t", f"unknown message type {mtype!r}")
     _expect(mid, str, "id")
     _expect(sender, str, "f")
@@ -108,7 +108,7 @@ def decode(data: bytes) -> JoynrMessage:
     _expect(expiry, int, "ex")
     _expect(hops, int, "h")
     _expect(payload, bytes, "pl")
-    if effort not in EFFORTS:
+    if not isinstance(effort, str) or effort not in EFFORTS:
         raise MessageDecodeError("ef", f"unknown effort {effort!r}")
     _expect(headers, list, "ch")
     custom: list[tuple[str, str]] = []
