@@ -152,6 +152,8 @@ def from_json(text: str | bytes) -> Address:
         data = json.loads(text)
     except (ValueError, TypeError) as exc:
         raise AddressError("_typeName", f"not JSON: {exc}") from None
+    except RecursionError:
+        raise AddressError("_typeName", "not JSON: nested too deeply") from None
     return from_dict(data)
 
 
