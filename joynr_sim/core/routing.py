@@ -89,6 +89,8 @@ class RoutingTable:
     def put(self, participant_id: str, entry: RoutingEntry, origin: str = "local") -> PutResult:
         if not isinstance(participant_id, str) or not participant_id:
             raise ValueError(f"participant_id: expected a non-empty string, got {participant_id!r}")
+        if not isinstance(entry, RoutingEntry):
+            raise ValueError(f"entry: expected a RoutingEntry, got {entry!r}")
         type_name(entry.address)  # rejects anything that is not an address
         existing = self._entries.get(participant_id)
         decision = self.policy.judge_put(
