@@ -1,0 +1,429 @@
+"""What every runtime shares: the message router around a routing table, the queue for
+participants without a route, delivery to in-process providers and proxies, and the
+lifecycle (start, stop, crash, restart).
+
+A runtime runs on one asyncio loop. Its in-memory state (routing table, queue, pending
+calls, delivered message ids) is created by ``start`` and thrown away by ``crash``; only
+what joynr persists survives: the runtime's ids and the fixed participant ids of its
+providers, which a scenario re-registers after a restart.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections import OrderedDict
+from pathlib import Path
+from typing import Any
+
+from ..clock import SimClock
+from ..core.address import Address, InProcessAddress, describe, type_name
+from ..core.message import (
+    ONE_WAY,
+    REPLY,
+    REQUEST,
+    JoynrMessage,
+    MessageDecodeError,
+    decode,
+)
+from ..core.routing import RoutingDecision, RoutingEntry, RoutingTable
+from ..trace import TraceWriter
+from .participants import (
+    REQUEST_REPLY_ID,
+    JoynrRuntimeException,
+    JoynrTimeoutException,
+    MethodInvocationException,
+    ProviderRuntimeException,
+    ProviderSkeleton,
+    ProxySkeleton,
+    decode_reply,
+    decode_request,
+    encode_reply,
+    encode_request,
+)
+
+DEFAULT_MAX_HOPS = 32
+DEFAULT_TTL_MS = 60_000
+# Routing entries made by registration and provisioning live as long as the runtime.
+FOREVER_MS = 2**62
+_DELIVERED_MEMORY = 100_000
+
+
+class Runtime:
+    kind: str  # cluster-controller | libjoynr
+
+    def __init__(
+        self,
+        runtime_id: str,
+        *,
+        run_dir: str | Path,
+        run_id: str,
+        clock: SimClock,
+        policy: str = "precedence",
+        max_hops: int = DEFAULT_MAX_HOPS,
+        purge_interval_ms: int = 1000,
+    ) -> None:
+        self.runtime_id = runtime_id
+        self.run_dir = Path(run_dir)
+        self.run_id = run_id
+        self.clock = clock
+        self.policy = policy
+        self.max_hops = max_hops
+        self.purge_interval_ms = purge_interval_ms
+        self.trace = TraceWriter(self.run_dir, run_id, runtime_id, self.kind, clock)
+        self.running = False
+        self._tasks: set[asyncio.Task] = set()
+        self._reset_state()
+
+    # -- state that a crash loses ------------------------------------------------------
+    def _reset_state(self) -> None:
+        self.table = self._make_table()
+        self.table.add_listener(self.trace.routing_listener)
+        self.table.add_listener(self._on_routing_decision)
+        self._queue: dict[str, list[JoynrMessage]] = {}
+        self._delivered: OrderedDict[str, None] = OrderedDict()
+        self._pending: dict[str, asyncio.Future] = {}
+        self.providers: dict[str, ProviderSkeleton] = {}
+        self.proxies: dict[str, ProxySkeleton] = {}
+
+    def _make_table(self) -> RoutingTable:
+        raise NotImplementedError
+
+    # -- lifecycle -------------------------------------------------------------------
+    async def start(self) -> None:
+        if self.running:
+            raise RuntimeError(f"runtime {self.runtime_id!r} is already running")
+        self._loop = asyncio.get_running_loop()
+        await self._start_transports()
+        self.running = True
+        self._unsubscribe_clock = self.clock.on_advance(
+            lambda now: self._loop.call_soon_threadsafe(self.purge, now)
+        )
+        self._spawn(self._purge_periodically())
+        self.trace.emit("life.start", target=self.runtime_id, target_kind=self.kind, **self._life_fields())
+
+    async def stop(self) -> None:
+        """Graceful: unregister what was registered, then close connections politely."""
+        if not self.running:
+            return
+        for pid in list(self.providers):
+            await self.unregister_provider(pid)
+        self._halt()
+        await self._stop_transports()
+        self.trace.emit("life.stop", target=self.runtime_id, target_kind=self.kind)
+
+    async def crash(self) -> None:
+        """Abrupt: connections die without goodbye, in-memory state is gone."""
+        if not self.running:
+            return
+        self._halt()
+        await self._abort_transports()
+        self.trace.emit("life.crash", target=self.runtime_id, target_kind=self.kind)
+        self._reset_state()
+
+    async def restart(self) -> None:
+        """Same ids, fresh memory (providers re-register themselves, as in joynr)."""
+        if self.running:
+            await self.crash()
+        self._reset_state()
+        self.trace.emit("life.restart", target=self.runtime_id, target_kind=self.kind)
+        await self.start()
+
+    def _halt(self) -> None:
+        self.running = False
+        self._unsubscribe_clock()
+        for task in list(self._tasks):
+            task.cancel()
+        for future in self._pending.values():
+            if not future.done():
+                future.set_exception(JoynrTimeoutException("runtime went down"))
+        self._pending.clear()
+
+    def _spawn(self, coro) -> asyncio.Task:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    def _life_fields(self) -> dict[str, Any]:
+        return {}
+
+    async def _start_transports(self) -> None:
+        raise NotImplementedError
+
+    async def _stop_transports(self) -> None:
+        raise NotImplementedError
+
+    async def _abort_transports(self) -> None:
+        raise NotImplementedError
+
+    # -- the trace -------------------------------------------------------------------
+    def trace_msg(self, ev: str, msg: JoynrMessage | None, **extra: Any) -> None:
+        if msg is None:
+            fields = dict(msg=None, type=None, **{"from": None}, to=None, hops=None, corr=None)
+        else:
+            fields = {
+                "msg": msg.id,
+                "type": msg.type,
+                "from": msg.sender,
+                "to": msg.recipient,
+                "hops": msg.hops,
+                "corr": msg.header(REQUEST_REPLY_ID),
+            }
+        self.trace.emit(ev, **fields, **extra)
+
+    # -- routing ---------------------------------------------------------------------
+    def receive_frame(
+        self, data: bytes | str, via: str, gbid: str | None = None, source: str | None = None
+    ) -> None:
+        """A frame from the network: decode, count the hop, then route."""
+        if not self.running:
+            return
+        try:
+            if not isinstance(data, (bytes, bytearray)):
+                raise MessageDecodeError("frame", "expected a binary frame")
+            msg = decode(bytes(data))
+        except MessageDecodeError as exc:
+            self.trace_msg("msg.drop", None, reason="decode-error", via=via, gbid=gbid, detail=str(exc))
+            return
+        self.trace_msg("msg.in", msg, via=via, gbid=gbid)
+        msg = msg.with_hop()
+        if msg.hops > self.max_hops:
+            self.trace_msg("msg.drop", msg, reason="hop-limit")
+            return
+        self._on_incoming(msg, via, gbid, source)
+        self.route(msg)
+
+    def _on_incoming(
+        self, msg: JoynrMessage, via: str, gbid: str | None, source: str | None
+    ) -> None:
+        """Learn routes from an incoming message (the replyTo of a request)."""
+
+    def route(self, msg: JoynrMessage, gbid: str | None = None) -> None:
+        if msg.expiry_date_ms < self.clock.now_ms():
+            self.trace_msg("msg.drop", msg, reason="expired")
+            return
+        entry = self.table.lookup(msg.recipient, gbid)
+        if entry is None:
+            self.trace_msg("msg.queue", msg, reason="no-route")
+            self._queue.setdefault(msg.recipient, []).append(msg)
+            self._on_unknown_participant(msg.recipient)
+            return
+        address = entry.address
+        via = self._via(address)
+        self.trace_msg(
+            "msg.out", msg, via=via, addr_type=type_name(address), target=describe(address),
+            gbid=getattr(address, "broker_uri", None), resent=False,
+        )
+        if isinstance(address, InProcessAddress):
+            self._deliver(msg, address.skeleton)
+        else:
+            self._send(msg, address)
+
+    def _on_unknown_participant(self, participant_id: str) -> None:
+        """A message waits for a route; a libjoynr runtime asks its parent."""
+
+    def _via(self, address: Address) -> str:
+        name = type_name(address)
+        return {"InProcess": "inprocess", "Mqtt": "mqtt"}.get(name, "ws" if "WebSocket" in name else name)
+
+    def _send(self, msg: JoynrMessage, address: Address) -> None:
+        raise NotImplementedError
+
+    def _on_routing_decision(self, decision: RoutingDecision) -> None:
+        # A route appeared: hand the waiting messages to it, after the put has returned.
+        if decision.op == "put" and decision.outcome != "refused" and decision.participant_id in self._queue:
+            asyncio.get_running_loop().call_soon(self._flush, decision.participant_id)
+
+    def _flush(self, participant_id: str) -> None:
+        waiting = self._queue.pop(participant_id, [])
+        for msg in waiting:
+            self.route(msg)
+
+    def purge(self, now_ms: int | None = None) -> None:
+        """Drop expired queued messages and purge expired routing entries."""
+        if not self.running:
+            return
+        now = self.clock.now_ms() if now_ms is None else now_ms
+        for pid in list(self._queue):
+            alive = []
+            for msg in self._queue[pid]:
+                if msg.expiry_date_ms < now:
+                    self.trace_msg("msg.drop", msg, reason="expired")
+                else:
+                    alive.append(msg)
+            if alive:
+                self._queue[pid] = alive
+            else:
+                del self._queue[pid]
+        self.table.purge_expired(now)
+
+    async def _purge_periodically(self) -> None:
+        while True:
+            await asyncio.sleep(self.purge_interval_ms / 1000)
+            self.purge()
+
+    def queued(self, participant_id: str | None = None) -> int:
+        if participant_id is not None:
+            return len(self._queue.get(participant_id, ()))
+        return sum(len(q) for q in self._queue.values())
+
+    # -- delivery to providers and proxies ----------------------------------------------
+    def _deliver(self, msg: JoynrMessage, skeleton: Any) -> None:
+        if msg.id in self._delivered:
+            self.trace_msg("msg.drop", msg, reason="duplicate")
+            return
+        self._delivered[msg.id] = None
+        if len(self._delivered) > _DELIVERED_MEMORY:
+            self._delivered.popitem(last=False)
+        self.trace_msg("msg.deliver", msg)
+        if isinstance(skeleton, ProviderSkeleton) and msg.type in (REQUEST, ONE_WAY):
+            self._spawn(self._invoke(skeleton, msg))
+        elif isinstance(skeleton, ProxySkeleton) and msg.type == REPLY:
+            future = self._pending.pop(msg.header(REQUEST_REPLY_ID) or "", None)
+            if future is not None and not future.done():
+                future.set_result(msg.payload)
+
+    async def _invoke(self, skeleton: ProviderSkeleton, msg: JoynrMessage) -> None:
+        error: BaseException | None = None
+        result = None
+        try:
+            try:
+                method, params = decode_request(msg.payload)
+            except Exception as exc:  # msgpack raises many types for garbage
+                raise MethodInvocationException(f"undecodable request: {exc}") from None
+            result = await skeleton.invoke(method, params)
+        except JoynrRuntimeException as exc:
+            error = exc
+        except Exception as exc:  # an implementation's own failure
+            error = ProviderRuntimeException(f"{type(exc).__name__}: {exc}")
+        if msg.type == ONE_WAY:
+            return
+        self.route(
+            JoynrMessage(
+                type=REPLY,
+                sender=skeleton.participant_id,
+                recipient=msg.sender,
+                expiry_date_ms=msg.expiry_date_ms,
+                payload=encode_reply(result, error),
+                custom_headers=((REQUEST_REPLY_ID, msg.header(REQUEST_REPLY_ID) or ""),),
+            )
+        )
+
+    # -- providers and proxies -------------------------------------------------------
+    def new_participant_id(self) -> str:
+        return str(uuid.uuid4())
+
+    async def register_provider(
+        self,
+        domain: str,
+        interface_name: str,
+        implementation: Any,
+        participant_id: str | None = None,
+        is_globally_visible: bool = False,
+    ) -> ProviderSkeleton:
+        pid = participant_id or self.new_participant_id()
+        skeleton = ProviderSkeleton(pid, domain, interface_name, implementation)
+        result = self.table.put(
+            pid, RoutingEntry(InProcessAddress(skeleton), is_globally_visible, FOREVER_MS), "registration"
+        )
+        if result.outcome == "refused":
+            raise RuntimeError(f"participant {pid!r}: routing entry refused ({result.reason})")
+        self.providers[pid] = skeleton
+        await self._announce_participant(pid, is_globally_visible)
+        return skeleton
+
+    async def unregister_provider(self, participant_id: str) -> None:
+        if self.providers.pop(participant_id, None) is None:
+            raise KeyError(f"participant_id: no provider {participant_id!r} in {self.runtime_id}")
+        self.table.remove(participant_id)
+        await self._withdraw_participant(participant_id)
+
+    async def create_proxy(
+        self, interface_name: str, provider_participant_id: str, is_globally_visible: bool = False
+    ) -> "Proxy":
+        """A proxy always gets a fresh participant id, so it never collides with an entry."""
+        skeleton = ProxySkeleton(self.new_participant_id(), interface_name, provider_participant_id)
+        self.table.put(
+            skeleton.participant_id,
+            RoutingEntry(InProcessAddress(skeleton), is_globally_visible, FOREVER_MS),
+            "registration",
+        )
+        self.proxies[skeleton.participant_id] = skeleton
+        await self._announce_participant(skeleton.participant_id, is_globally_visible)
+        return Proxy(self, skeleton)
+
+    async def _announce_participant(self, participant_id: str, is_globally_visible: bool) -> None:
+        """Tell the parent router (cluster controller) about a new local participant."""
+
+    async def _withdraw_participant(self, participant_id: str) -> None:
+        """Tell the parent router that a local participant went away."""
+
+    async def request(
+        self,
+        sender: str,
+        recipient: str,
+        method: str,
+        params: list[Any],
+        ttl_ms: int = DEFAULT_TTL_MS,
+        gbid: str | None = None,
+    ) -> Any:
+        """Send a request from a local participant and wait for its reply (or time out)."""
+        corr = str(uuid.uuid4())
+        msg = JoynrMessage(
+            type=REQUEST,
+            sender=sender,
+            recipient=recipient,
+            expiry_date_ms=self.clock.now_ms() + ttl_ms,
+            payload=encode_request(method, params),
+            custom_headers=((REQUEST_REPLY_ID, corr),),
+        )
+        future = asyncio.get_running_loop().create_future()
+        self._pending[corr] = future
+        self.route(msg, gbid)
+        try:
+            payload = await asyncio.wait_for(future, ttl_ms / 1000)
+        except TimeoutError:
+            raise JoynrTimeoutException(
+                f"{method} to {recipient}: no reply within {ttl_ms} ms (message {msg.id})"
+            ) from None
+        finally:
+            self._pending.pop(corr, None)
+        return decode_reply(payload)
+
+    def one_way(self, sender: str, recipient: str, method: str, params: list[Any], ttl_ms: int = DEFAULT_TTL_MS) -> str:
+        msg = JoynrMessage(
+            type=ONE_WAY,
+            sender=sender,
+            recipient=recipient,
+            expiry_date_ms=self.clock.now_ms() + ttl_ms,
+            payload=encode_request(method, params),
+        )
+        self.route(msg)
+        return msg.id
+
+
+class Proxy:
+    """What an application holds: calls go from the proxy's participant to its provider."""
+
+    def __init__(self, runtime: Runtime, skeleton: ProxySkeleton) -> None:
+        self.runtime = runtime
+        self.skeleton = skeleton
+
+    @property
+    def participant_id(self) -> str:
+        return self.skeleton.participant_id
+
+    @property
+    def provider_participant_id(self) -> str:
+        return self.skeleton.provider_participant_id
+
+    async def call(self, method: str, *params: Any, ttl_ms: int = DEFAULT_TTL_MS) -> Any:
+        return await self.runtime.request(
+            self.participant_id, self.provider_participant_id, method, list(params), ttl_ms
+        )
+
+    def one_way(self, method: str, *params: Any, ttl_ms: int = DEFAULT_TTL_MS) -> str:
+        return self.runtime.one_way(
+            self.participant_id, self.provider_participant_id, method, list(params), ttl_ms
+        )

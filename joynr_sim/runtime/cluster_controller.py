@@ -1,0 +1,229 @@
+"""The cluster controller: one MQTT connection per GBID, a WebSocket server for libjoynr
+runtimes, a routing table of kind cluster-controller and joynr's routing provider."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import replace
+from typing import Any, Iterable, Protocol
+
+from ..core.address import (
+    Address,
+    AddressError,
+    InProcessAddress,
+    MqttAddress,
+    WebSocketAddress,
+    WebSocketClientAddress,
+    from_json,
+)
+from ..core.message import (
+    BROADCAST_SUBSCRIPTION_REQUEST,
+    MULTICAST_SUBSCRIPTION_REQUEST,
+    REQUEST,
+    SUBSCRIPTION_REQUEST,
+    JoynrMessage,
+    encode,
+)
+from ..core.routing import RoutingEntry, RoutingTable
+from ..transport.mqtt import MqttConnection, unicast_topic
+from ..transport.websocket import WebSocketServer
+from .base import FOREVER_MS, Runtime
+from .participants import ProviderSkeleton
+
+# Requests whose replies come back to the sender: their replyTo teaches the receiver a route.
+_REQUEST_TYPES = frozenset(
+    {REQUEST, SUBSCRIPTION_REQUEST, BROADCAST_SUBSCRIPTION_REQUEST, MULTICAST_SUBSCRIPTION_REQUEST}
+)
+CONNECT_TIMEOUT_S = 10
+
+
+def routing_provider_participant_id(cc_id: str) -> str:
+    return f"{cc_id}-routingprovider"
+
+
+class BrokerDirectory(Protocol):
+    def endpoint(self, gbid: str) -> tuple[str, int]: ...
+
+    def credentials(self, client_id: str) -> tuple[str, str] | None: ...
+
+
+class RoutingProvider:
+    """joynr's routing provider: libjoynr runtimes add and remove their participants here."""
+
+    interface_name = "joynr/system/Routing"
+
+    def __init__(self, cc: "ClusterController") -> None:
+        self._cc = cc
+
+    def addNextHop(self, participantId: str, address: str, isGloballyVisible: bool) -> None:
+        try:
+            parsed = from_json(address)
+        except AddressError as exc:
+            raise ValueError(str(exc)) from None
+        self._cc.table.put(
+            participantId, RoutingEntry(parsed, bool(isGloballyVisible), FOREVER_MS), "routing-provider"
+        )
+
+    def removeNextHop(self, participantId: str) -> None:
+        self._cc.table.remove(participantId)
+
+    def resolveNextHop(self, participantId: str) -> bool:
+        return participantId in self._cc.table
+
+
+class ClusterController(Runtime):
+    kind = "cluster-controller"
+
+    def __init__(
+        self,
+        cc_id: str,
+        gbids: Iterable[str],
+        brokers: BrokerDirectory,
+        *,
+        runtime_id: str | None = None,
+        provisioned: Iterable[tuple[str, Address, bool]] = (),
+        gcd_participant_id: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        self.cc_id = cc_id
+        self.gbids = tuple(gbids)
+        if not self.gbids:
+            raise ValueError(f"gbids: a cluster controller needs at least one GBID ({cc_id!r})")
+        if len(set(self.gbids)) != len(self.gbids):
+            raise ValueError(f"gbids: repeated GBID in {list(self.gbids)!r}")
+        self.brokers = brokers
+        self.topic = cc_id
+        self.client_id = cc_id  # joynr derives the MQTT client id from the persisted CC id
+        self.provisioned = tuple(provisioned)
+        self.gcd_participant_id = gcd_participant_id
+        self.routing_provider_id = routing_provider_participant_id(cc_id)
+        self.mqtt: dict[str, MqttConnection] = {}
+        self.ws_server: WebSocketServer | None = None
+        self.ws_port = 0
+        super().__init__(runtime_id or cc_id, **kwargs)
+
+    @property
+    def default_gbid(self) -> str:
+        return self.gbids[0]
+
+    def global_address(self, gbid: str | None = None) -> MqttAddress:
+        return MqttAddress(gbid or self.default_gbid, self.topic)
+
+    @property
+    def ws_address(self) -> WebSocketAddress:
+        return WebSocketAddress("WS", "127.0.0.1", self.ws_port, "/")
+
+    def _make_table(self) -> RoutingTable:
+        return RoutingTable(
+            "cluster-controller",
+            policy=self.policy,
+            own_addresses=[self.global_address(g) for g in self.gbids],
+            known_gbids=self.gbids,
+            gcd_participant_id=self.gcd_participant_id,
+            clock=self.clock.now_ms,
+        )
+
+    def _life_fields(self) -> dict[str, Any]:
+        return {
+            "cc_id": self.cc_id,
+            "gbids": list(self.gbids),
+            "own_topics": [self.topic],
+            "ws_port": self.ws_port,
+        }
+
+    # -- transports ------------------------------------------------------------------
+    async def _start_transports(self) -> None:
+        self._provision()
+        self.ws_server = WebSocketServer(
+            on_frame=lambda client, frame: self.receive_frame(frame, "ws", source=client),
+            on_client=lambda client: None,
+            on_client_gone=self._on_client_gone,
+            on_bad_handshake=lambda detail: self.trace_msg(
+                "msg.drop", None, reason="decode-error", via="ws", gbid=None, detail=detail
+            ),
+        )
+        # A restarted cluster controller listens where its libjoynr runtimes expect it.
+        await self.ws_server.start(port=self.ws_port)
+        self.ws_port = self.ws_server.port
+        loop = asyncio.get_running_loop()
+        for gbid in self.gbids:
+            host, port = self.brokers.endpoint(gbid)
+            conn = MqttConnection(
+                gbid=gbid,
+                host=host,
+                port=port,
+                client_id=self.client_id,
+                topic=self.topic,
+                credentials=self.brokers.credentials(self.client_id),
+                loop=loop,
+                on_message=lambda g, payload: self.receive_frame(payload, "mqtt", g),
+            )
+            self.mqtt[gbid] = conn
+            conn.start()
+        await asyncio.gather(*(c.wait_connected(CONNECT_TIMEOUT_S) for c in self.mqtt.values()))
+
+    def _provision(self) -> None:
+        routing = ProviderSkeleton(
+            self.routing_provider_id, "io.joynr", RoutingProvider.interface_name, RoutingProvider(self)
+        )
+        self.table.put(
+            self.routing_provider_id, RoutingEntry(InProcessAddress(routing), False, FOREVER_MS, True),
+            "provisioned",
+        )
+        for participant_id, address, visible in self.provisioned:
+            self.table.put(participant_id, RoutingEntry(address, visible, FOREVER_MS, True), "provisioned")
+
+    async def _stop_transports(self) -> None:
+        if self.ws_server is not None:
+            await self.ws_server.stop()
+        await asyncio.gather(*(c.stop() for c in self.mqtt.values()))
+        self.mqtt.clear()
+
+    async def _abort_transports(self) -> None:
+        if self.ws_server is not None:
+            self.ws_server.abort()
+        await asyncio.gather(*(c.crash() for c in self.mqtt.values()))
+        self.mqtt.clear()
+
+    def _on_client_gone(self, client_id: str) -> None:
+        """A libjoynr runtime went away: its non-sticky routes go with it."""
+        gone = WebSocketClientAddress(client_id)
+        for pid, entry in self.table.items():
+            if entry.address == gone and not entry.is_sticky:
+                self.table.remove(pid)
+
+    # -- routing ---------------------------------------------------------------------
+    def _on_incoming(
+        self, msg: JoynrMessage, via: str, gbid: str | None, source: str | None
+    ) -> None:
+        if msg.type not in _REQUEST_TYPES:
+            return
+        if via == "ws" and source is not None and msg.sender not in self.table:
+            # A local sender not announced through the routing provider (yet): its
+            # reply goes back on the connection the request came from.
+            address = WebSocketClientAddress(source)
+            self.table.put(msg.sender, RoutingEntry(address, False, msg.expiry_date_ms), "reply-to")
+        elif via == "mqtt" and isinstance(msg.reply_to, MqttAddress):
+            # The sender is reachable on the backend the request came from, whatever
+            # broker the replyTo names; the route lives as long as the request.
+            address = MqttAddress(gbid, msg.reply_to.topic)
+            self.table.put(msg.sender, RoutingEntry(address, True, msg.expiry_date_ms), "reply-to")
+
+    def _send(self, msg: JoynrMessage, address: Address) -> None:
+        if isinstance(address, MqttAddress):
+            conn = self.mqtt.get(address.broker_uri)
+            if conn is None:
+                self.trace_msg("msg.drop", msg, reason="unknown-gbid", gbid=address.broker_uri)
+                return
+            if msg.type in _REQUEST_TYPES and msg.reply_to is None:
+                msg = replace(msg, reply_to=self.global_address(address.broker_uri))
+            conn.publish(unicast_topic(address.topic), encode(msg))
+        elif isinstance(address, WebSocketClientAddress):
+            self._spawn(self._send_ws(msg, address.id))
+        else:  # a cluster controller cannot connect to a WebSocket server or a channel
+            self.trace_msg("msg.drop", msg, reason="no-connection")
+
+    async def _send_ws(self, msg: JoynrMessage, client_id: str) -> None:
+        assert self.ws_server is not None
+        if not await self.ws_server.send(client_id, encode(msg)):
+            self.trace_msg("msg.drop", msg, reason="no-connection")

@@ -1,0 +1,138 @@
+"""The libjoynr runtime: one WebSocket connection to its cluster controller, held as a
+provisioned sticky WebSocketAddress entry, and a routing table of kind libjoynr.
+
+Providers and proxies are InProcess here; the runtime announces them to the cluster
+controller's routing provider, which gives them a WebSocketClient entry there. A message
+for a participant this runtime does not know waits while it asks the cluster controller
+(resolveNextHop); if the cluster controller knows it, the route is the cluster controller.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from ..core.address import (
+    Address, InProcessAddress, WebSocketAddress, WebSocketClientAddress, to_json,
+)
+from ..core.message import REQUEST, JoynrMessage, encode
+from ..core.routing import RoutingEntry, RoutingTable
+from ..transport.websocket import WebSocketClient
+from .base import FOREVER_MS, Runtime
+from .cluster_controller import RoutingProvider, routing_provider_participant_id
+from .participants import JoynrRuntimeException, ProxySkeleton
+
+ROUTING_CALL_TTL_MS = 10_000
+RECONNECT_INTERVAL_S = 0.1
+
+
+class LibjoynrRuntime(Runtime):
+    kind = "libjoynr"
+
+    def __init__(self, runtime_id: str, cc_id: str, cc_address: WebSocketAddress, **kwargs: Any) -> None:
+        self.cc_id = cc_id
+        self.cc_address = cc_address
+        self.routing_provider_id = routing_provider_participant_id(cc_id)
+        self.ws: WebSocketClient | None = None
+        self._resolving: set[str] = set()
+        super().__init__(runtime_id, **kwargs)
+
+    @property
+    def client_address(self) -> WebSocketClientAddress:
+        return WebSocketClientAddress(self.runtime_id)
+
+    def _make_table(self) -> RoutingTable:
+        return RoutingTable("libjoynr", policy=self.policy, clock=self.clock.now_ms)
+
+    def _life_fields(self) -> dict[str, Any]:
+        return {"cc_id": self.cc_id}
+
+    # -- transports ------------------------------------------------------------------
+    async def _start_transports(self) -> None:
+        self.table.put(
+            self.routing_provider_id, RoutingEntry(self.cc_address, False, FOREVER_MS, True), "provisioned"
+        )
+        # The runtime's own participant, the sender of its calls to the routing provider.
+        internal = ProxySkeleton(self.runtime_id, RoutingProvider.interface_name, self.routing_provider_id)
+        self.table.put(
+            self.runtime_id, RoutingEntry(InProcessAddress(internal), False, FOREVER_MS, True), "provisioned"
+        )
+        a = self.cc_address
+        self.ws = WebSocketClient(
+            f"{a.protocol.lower()}://{a.host}:{a.port}{a.path}",
+            self.runtime_id,
+            on_frame=lambda frame: self.receive_frame(frame, "ws"),
+            on_closed=self._on_cc_gone,
+        )
+        await self.ws.start()
+
+    def _on_cc_gone(self) -> None:
+        if self.running:
+            self._spawn(self._reconnect())
+
+    async def _reconnect(self) -> None:
+        """The cluster controller went away: reconnect, then announce every local
+        participant again (a restarted cluster controller has forgotten them)."""
+        assert self.ws is not None
+        while self.running:
+            try:
+                await self.ws.start()
+                break
+            except OSError:
+                await asyncio.sleep(RECONNECT_INTERVAL_S)
+        for pid, skeleton in [*self.providers.items(), *self.proxies.items()]:
+            visible = getattr(self.table.lookup(pid), "is_globally_visible", False)
+            await self._announce_participant(pid, visible)
+
+    async def _stop_transports(self) -> None:
+        if self.ws is not None:
+            await self.ws.stop()
+
+    async def _abort_transports(self) -> None:
+        if self.ws is not None:
+            self.ws.abort()
+
+    # -- routing ---------------------------------------------------------------------
+    def _on_incoming(self, msg: JoynrMessage, via: str, gbid: str | None, source: str | None) -> None:
+        if msg.type == REQUEST and msg.sender not in self.table:
+            # Everything outside this runtime is reached through the cluster controller.
+            self.table.put(msg.sender, RoutingEntry(self.cc_address, False, msg.expiry_date_ms), "reply-to")
+
+    def _on_unknown_participant(self, participant_id: str) -> None:
+        if participant_id not in self._resolving and self.running:
+            self._resolving.add(participant_id)
+            self._spawn(self._resolve(participant_id))
+
+    async def _resolve(self, participant_id: str) -> None:
+        try:
+            known = await self._routing_call("resolveNextHop", [participant_id])
+        except JoynrRuntimeException:
+            known = False
+        finally:
+            self._resolving.discard(participant_id)
+        if known:
+            self.table.put(participant_id, RoutingEntry(self.cc_address, False, FOREVER_MS), "routing-provider")
+
+    def _send(self, msg: JoynrMessage, address: Address) -> None:
+        if isinstance(address, WebSocketAddress):
+            self._spawn(self._send_ws(msg))
+        else:  # no global connection and no clients in a libjoynr runtime
+            self.trace_msg("msg.drop", msg, reason="no-connection")
+
+    async def _send_ws(self, msg: JoynrMessage) -> None:
+        if self.ws is None or not await self.ws.send(encode(msg)):
+            self.trace_msg("msg.drop", msg, reason="no-connection")
+
+    # -- the cluster controller's routing provider ---------------------------------------
+    async def _routing_call(self, method: str, params: list[Any]) -> Any:
+        return await self.request(
+            self.runtime_id, self.routing_provider_id, method, params, ROUTING_CALL_TTL_MS
+        )
+
+    async def _announce_participant(self, participant_id: str, is_globally_visible: bool) -> None:
+        await self._routing_call(
+            "addNextHop", [participant_id, to_json(self.client_address), is_globally_visible]
+        )
+
+    async def _withdraw_participant(self, participant_id: str) -> None:
+        await self._routing_call("removeNextHop", [participant_id])

@@ -1,0 +1,134 @@
+"""One MQTT connection of a cluster controller to the broker of one GBID (paho-mqtt).
+
+QoS 1 on a persistent session (clean_session false); the client subscribes to its own
+topic on every CONNACK (a broker that lost the session must learn it again) and unicast
+goes to ``<topic>/low``. paho runs its network loop in its own thread; every callback is
+handed over to the asyncio loop, so the runtime only ever runs on the loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import socket
+from typing import Callable
+
+import paho.mqtt.client as paho
+from paho.mqtt.enums import CallbackAPIVersion, MQTTErrorCode
+
+QOS = 1
+_conn_ids = itertools.count(1)
+
+
+def unicast_topic(topic: str) -> str:
+    return f"{topic}/low"
+
+
+class MqttConnection:
+    def __init__(
+        self,
+        *,
+        gbid: str,
+        host: str,
+        port: int,
+        client_id: str,
+        topic: str,
+        credentials: tuple[str, str] | None,
+        loop: asyncio.AbstractEventLoop,
+        on_message: Callable[[str, bytes], None],
+        on_connected: Callable[[str, bool], None] = lambda gbid, session_present: None,
+        on_disconnected: Callable[[str], None] = lambda gbid: None,
+    ) -> None:
+        self.gbid = gbid
+        self.host, self.port = host, port
+        self.client_id = client_id
+        self.topic = topic
+        self.connection_id = f"{client_id}@{gbid}#{next(_conn_ids)}"
+        self._loop = loop
+        self._on_message = on_message
+        self._on_connected = on_connected
+        self._on_disconnected = on_disconnected
+        self.connected = asyncio.Event()
+        client = paho.Client(
+            CallbackAPIVersion.VERSION2,
+            client_id=client_id,
+            clean_session=False,
+            protocol=paho.MQTTv311,  # amqtt speaks 3.1.1 only
+        )
+        if credentials is not None:
+            client.username_pw_set(*credentials)
+        client.max_queued_messages_set(0)  # never drop what the runtime hands over
+        client.max_inflight_messages_set(100)
+        client.reconnect_delay_set(min_delay=0.05, max_delay=1)  # type: ignore[arg-type]
+        client.on_connect = self._paho_connect
+        client.on_disconnect = self._paho_disconnect
+        client.on_message = self._paho_message
+        client.on_socket_open = self._paho_socket_open
+        self._client = client
+
+    # -- paho thread -> asyncio loop -------------------------------------------------
+    @staticmethod
+    def _paho_socket_open(client, userdata, sock) -> None:
+        # Small request/reply frames otherwise wait for the peer's delayed ACK (~40 ms).
+        if isinstance(sock, socket.socket):
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def _paho_connect(self, client, userdata, flags, reason_code, properties) -> None:
+        if reason_code.is_failure:
+            return
+        client.subscribe(f"{self.topic}/#", qos=QOS)
+        self._loop.call_soon_threadsafe(self._connected, bool(flags.session_present))
+
+    def _connected(self, session_present: bool) -> None:
+        self.connected.set()
+        self._on_connected(self.gbid, session_present)
+
+    def _paho_disconnect(self, client, userdata, flags, reason_code, properties) -> None:
+        self._loop.call_soon_threadsafe(self._disconnected)
+
+    def _disconnected(self) -> None:
+        if self.connected.is_set():
+            self.connected.clear()
+            self._on_disconnected(self.gbid)
+
+    def _paho_message(self, client, userdata, message) -> None:
+        self._loop.call_soon_threadsafe(self._on_message, self.gbid, bytes(message.payload))
+
+    # -- lifecycle -------------------------------------------------------------------
+    def start(self) -> None:
+        self._client.connect_async(self.host, self.port, keepalive=10)
+        self._client.loop_start()
+
+    async def wait_connected(self, timeout_s: float) -> None:
+        try:
+            await asyncio.wait_for(self.connected.wait(), timeout_s)
+        except TimeoutError:
+            raise ConnectionError(
+                f"gbid {self.gbid!r}: no CONNACK from {self.host}:{self.port} "
+                f"for client id {self.client_id!r} within {timeout_s}s"
+            ) from None
+
+    def publish(self, topic: str, payload: bytes) -> bool:
+        """Queue a QoS 1 publish; paho sends it now or after the next reconnect."""
+        info = self._client.publish(topic, payload, qos=QOS)
+        return info.rc in (MQTTErrorCode.MQTT_ERR_SUCCESS, MQTTErrorCode.MQTT_ERR_NO_CONN)
+
+    async def stop(self) -> None:
+        """Graceful: DISCONNECT, then let the network thread end."""
+        self._client.disconnect()
+        await asyncio.to_thread(self._client.loop_stop)
+        self.connected.clear()
+
+    async def crash(self) -> None:
+        """Abrupt: the socket goes away with no DISCONNECT; the broker keeps the session."""
+        # Tell the network thread to end before it sees the dead socket, so it does not
+        # reconnect in between (paho has no public abort).
+        self._client._thread_terminate = True
+        sock = self._client.socket()
+        if sock is not None:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        await asyncio.to_thread(self._client.loop_stop)
+        self.connected.clear()

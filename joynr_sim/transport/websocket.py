@@ -1,0 +1,156 @@
+"""WebSocket transport between libjoynr runtimes and their cluster controller (websockets).
+
+The cluster controller is the server. The first frame a client sends is its
+``WebSocketClientAddress`` in joynr's JSON form; every later frame is a binary msgpack
+message. Text frames after the handshake and undecodable frames are the receiver's
+business (it traces them as ``decode-error``); the transport only moves bytes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Awaitable, Callable
+
+from websockets.asyncio.client import ClientConnection, connect
+from websockets.asyncio.server import Server, ServerConnection, serve
+from websockets.exceptions import ConnectionClosed
+
+from ..core.address import AddressError, WebSocketClientAddress, from_json, to_json
+
+HANDSHAKE_TIMEOUT_S = 5
+
+
+class WebSocketServer:
+    """Accepts libjoynr runtimes; calls back with (client id, frame) and on disconnect."""
+
+    def __init__(
+        self,
+        on_frame: Callable[[str, bytes | str], None],
+        on_client: Callable[[str], None],
+        on_client_gone: Callable[[str], None],
+        on_bad_handshake: Callable[[str], None],
+    ) -> None:
+        self._on_frame = on_frame
+        self._on_client = on_client
+        self._on_client_gone = on_client_gone
+        self._on_bad_handshake = on_bad_handshake
+        self.clients: dict[str, ServerConnection] = {}
+        self._server: Server | None = None
+        self.port = 0
+
+    async def start(self, host: str = "127.0.0.1", port: int = 0) -> None:
+        self._server = await serve(self._handle, host, port, max_size=None)
+        self.port = self._server.sockets[0].getsockname()[1] if port == 0 else port
+
+    async def _handle(self, ws: ServerConnection) -> None:
+        try:
+            first = await asyncio.wait_for(ws.recv(), HANDSHAKE_TIMEOUT_S)
+            address = from_json(first)
+            if not isinstance(address, WebSocketClientAddress):
+                raise AddressError("_typeName", "the first frame must be a WebSocketClientAddress")
+        except (AddressError, TimeoutError, ConnectionClosed) as exc:
+            self._on_bad_handshake(str(exc))
+            await ws.close(code=1008, reason="expected a WebSocketClientAddress")
+            return
+        client_id = address.id
+        previous = self.clients.get(client_id)
+        self.clients[client_id] = ws
+        if previous is not None:
+            await previous.close(code=1000, reason="replaced by a new connection")
+        self._on_client(client_id)
+        try:
+            async for frame in ws:
+                self._on_frame(client_id, frame)
+        except ConnectionClosed:
+            pass
+        finally:
+            if self.clients.get(client_id) is ws:
+                del self.clients[client_id]
+                self._on_client_gone(client_id)
+
+    async def send(self, client_id: str, data: bytes) -> bool:
+        ws = self.clients.get(client_id)
+        if ws is None:
+            return False
+        try:
+            await ws.send(data)
+            return True
+        except ConnectionClosed:
+            return False
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            await self._server.wait_closed()
+            self._server = None
+
+    def abort(self) -> None:
+        """Crash: every client connection dies without a close frame."""
+        if self._server is not None:
+            for ws in list(self.clients.values()):
+                ws.transport.abort()
+            self._server.close(close_connections=False)
+            self._server = None
+
+
+class WebSocketClient:
+    """A libjoynr runtime's one connection to its cluster controller."""
+
+    def __init__(
+        self,
+        url: str,
+        client_id: str,
+        on_frame: Callable[[bytes | str], None],
+        on_closed: Callable[[], Awaitable[None] | None],
+    ) -> None:
+        self.url = url
+        self.client_id = client_id
+        self._on_frame = on_frame
+        self._on_closed = on_closed
+        self._ws: ClientConnection | None = None
+        self._reader: asyncio.Task | None = None
+
+    async def start(self) -> None:
+        self._ws = await connect(self.url, max_size=None)
+        await self._ws.send(to_json(WebSocketClientAddress(self.client_id)))
+        self._reader = asyncio.create_task(self._read(self._ws))
+
+    async def _read(self, ws: ClientConnection) -> None:
+        try:
+            async for frame in ws:
+                self._on_frame(frame)
+        except ConnectionClosed:
+            pass
+        if self._ws is ws:
+            self._ws = None
+            result = self._on_closed()
+            if asyncio.iscoroutine(result):
+                await result
+
+    @property
+    def connected(self) -> bool:
+        return self._ws is not None
+
+    async def send(self, data: bytes | str) -> bool:
+        ws = self._ws
+        if ws is None:
+            return False
+        try:
+            await ws.send(data)
+            return True
+        except ConnectionClosed:
+            return False
+
+    async def stop(self) -> None:
+        ws, self._ws = self._ws, None
+        if ws is not None:
+            await ws.close()
+        if self._reader is not None:
+            await self._reader
+
+    def abort(self) -> None:
+        ws, self._ws = self._ws, None
+        if ws is not None:
+            ws.transport.abort()
+        if self._reader is not None:
+            self._reader.cancel()
