@@ -1,0 +1,231 @@
+"""joynr messages and their msgpack wire codec."""
+
+from __future__ import annotations
+
+import msgpack
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from joynr_sim.core.address import (
+    AddressError,
+    ChannelAddress,
+    InProcessAddress,
+    MqttAddress,
+    WebSocketAddress,
+    WebSocketClientAddress,
+    to_json,
+)
+from joynr_sim.core.message import (
+    MESSAGE_TYPES,
+    JoynrMessage,
+    MessageDecodeError,
+    decode,
+    encode,
+)
+
+ALL_TYPES = ["rq", "rp", "o", "arq", "brq", "mrq", "srp", "sst", "p", "m"]
+REPLY_TO = [
+    None,
+    MqttAddress("gbid1", "cc1/topic"),
+    WebSocketAddress("WSS", "cc", 443, "/ws"),
+    WebSocketClientAddress("client-1"),
+    ChannelAddress("http://bp/", "ch"),
+]
+
+
+def test_the_message_types_are_joynrs():
+    assert MESSAGE_TYPES == frozenset(ALL_TYPES)
+
+
+@pytest.mark.parametrize("mtype", ALL_TYPES)
+@pytest.mark.parametrize("reply_to", REPLY_TO, ids=lambda a: type(a).__name__)
+def test_round_trip_of_every_field(mtype, reply_to):
+    msg = JoynrMessage(
+        type=mtype,
+        sender="proxy-1",
+        recipient="provider-2",
+        expiry_date_ms=1_700_000_000_123,
+        payload=b"\x00\xffpayload",
+        id="msg-1",
+        reply_to=reply_to,
+        effort="BEST_EFFORT",
+        custom_headers=(("z-first", "1"), ("a-second", ""), ("z-first", "dup")),
+        hops=3,
+    )
+    back = decode(encode(msg))
+    assert back == msg
+    assert back.custom_headers == msg.custom_headers  # order and duplicates kept
+    assert isinstance(back.payload, bytes)
+
+
+def test_defaults_and_helpers():
+    a = JoynrMessage("rq", "f", "t", 10)
+    b = JoynrMessage("rq", "f", "t", 10)
+    assert a.id != b.id and a.payload == b"" and a.reply_to is None
+    assert a.effort == "NORMAL" and a.custom_headers == () and a.hops == 0
+    hopped = a.with_hop().with_hop()
+    assert hopped.hops == 2 and a.hops == 0 and hopped.id == a.id
+    m = JoynrMessage("o", "f", "t", 10, custom_headers=(("k", "v"),))
+    assert m.header("k") == "v" and m.header("missing") is None
+    assert decode(encode(a)) == a
+
+
+def test_an_in_process_reply_to_is_never_encoded():
+    msg = JoynrMessage("rq", "f", "t", 10, reply_to=InProcessAddress(object()))
+    with pytest.raises(AddressError):
+        encode(msg)
+
+
+# -- bad frames name the field -----------------------------------------------------------
+
+GOOD = [1, "rq", "id", "f", "to", None, 10, "NORMAL", [["k", "v"]], 0, b"pl"]
+SLOT = {name: i for i, name in enumerate(["v", "t", "id", "f", "to", "rt", "ex", "ef", "ch", "h", "pl"])}
+
+
+def frame(**changes):
+    values = list(GOOD)
+    for name, value in changes.items():
+        values[SLOT[name]] = value
+    return msgpack.packb(values, use_bin_type=True)
+
+
+BAD_FRAMES = [
+    ("empty", b"", "frame"),
+    ("truncated", frame()[:-1], "frame"),
+    ("trailing bytes", frame() + b"\x00", "frame"),
+    ("not a list", msgpack.packb({"v": 1}), "frame"),
+    ("too short", msgpack.packb(GOOD[:-1], use_bin_type=True), "frame"),
+    ("too long", msgpack.packb(GOOD + [1], use_bin_type=True), "frame"),
+    ("int map key", msgpack.packb({1: 2}), "frame"),
+    ("version", frame(v=2), "v"),
+    ("version a string", frame(v="1"), "v"),
+    ("type unknown", frame(t="xx"), "t"),
+    ("type a list", frame(t=["rq"]), "t"),
+    ("type a map", frame(t={"a": 1}), "t"),
+    ("type bytes", frame(t=b"rq"), "t"),
+    ("id an int", frame(id=5), "id"),
+    ("from None", frame(f=None), "f"),
+    ("to bytes", frame(to=b"to"), "to"),
+    ("expiry a string", frame(ex="10"), "ex"),
+    ("expiry a bool", frame(ex=True), "ex"),
+    ("expiry a float", frame(ex=1.5), "ex"),
+    ("effort unknown", frame(ef="HIGH"), "ef"),
+    ("effort a list", frame(ef=["NORMAL"]), "ef"),
+    ("effort a map", frame(ef={}), "ef"),
+    ("headers a map", frame(ch={"k": "v"}), "ch"),
+    ("header a triple", frame(ch=[["k", "v", "w"]]), "ch"),
+    ("header value an int", frame(ch=[["k", 1]]), "ch"),
+    ("header a string", frame(ch=["kv"]), "ch"),
+    ("hops a string", frame(h="0"), "h"),
+    ("hops None", frame(h=None), "h"),
+    ("payload a string", frame(pl="pl"), "pl"),
+    ("reply-to bytes", frame(rt=b"{}"), "rt"),
+    ("reply-to not JSON", frame(rt="{"), "rt"),
+    ("reply-to deeply nested", frame(rt="[" * 100_000), "rt"),
+    ("reply-to unknown type", frame(rt='{"_typeName": "joynr.system.RoutingTypes.X"}'), "rt"),
+    ("reply-to missing topic",
+     frame(rt='{"_typeName": "joynr.system.RoutingTypes.MqttAddress", "brokerUri": "g"}'), "rt"),
+]
+
+
+@pytest.mark.parametrize("data, field", [b[1:] for b in BAD_FRAMES], ids=[b[0] for b in BAD_FRAMES])
+def test_bad_frames_raise_message_decode_error_naming_the_field(data, field):
+    with pytest.raises(MessageDecodeError) as info:
+        decode(data)
+    assert info.value.field == field
+    assert isinstance(info.value, ValueError)
+    assert repr(field) in str(info.value)
+
+
+def test_the_reference_frame_is_good():
+    assert decode(frame()) == JoynrMessage(
+        "rq", "f", "to", 10, b"pl", "id", None, "NORMAL", (("k", "v"),), 0
+    )
+
+
+# -- properties ----------------------------------------------------------------------
+
+addresses = st.one_of(
+    st.builds(WebSocketAddress, st.sampled_from(["WS", "WSS"]), st.text(),
+              st.integers(1, 65535), st.text()),
+    st.builds(WebSocketClientAddress, st.text()),
+    st.builds(MqttAddress, st.text(), st.text()),
+    st.builds(ChannelAddress, st.text(), st.text()),
+)
+int64 = st.integers(-(2**63), 2**63 - 1)
+messages = st.builds(
+    JoynrMessage,
+    type=st.sampled_from(ALL_TYPES),
+    sender=st.text(),
+    recipient=st.text(),
+    expiry_date_ms=int64,
+    payload=st.binary(),
+    id=st.text(),
+    reply_to=st.none() | addresses,
+    effort=st.sampled_from(["NORMAL", "BEST_EFFORT"]),
+    custom_headers=st.lists(st.tuples(st.text(), st.text()), max_size=5).map(tuple),
+    hops=int64,
+)
+
+
+@given(messages)
+def test_codec_round_trip(msg):
+    assert decode(encode(msg)) == msg
+
+
+def _decode_only_errors(data):
+    try:
+        msg = decode(data)
+    except MessageDecodeError:
+        return
+    assert decode(encode(msg)) == msg
+
+
+@given(st.binary())
+def test_garbage_bytes_raise_only_message_decode_error(data):
+    _decode_only_errors(data)
+
+
+msgpack_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**63), 2**64 - 1) | st.floats()
+    | st.text(max_size=10) | st.binary(max_size=10),
+    lambda children: st.lists(children, max_size=5)
+    | st.dictionaries(st.text(max_size=5) | st.binary(max_size=5), children, max_size=4),
+    max_leaves=15,
+)
+
+
+@given(msgpack_values)
+def test_msgpack_of_the_wrong_shape_raises_only_message_decode_error(value):
+    _decode_only_errors(msgpack.packb(value, use_bin_type=True))
+
+
+# Frames of the right length whose slots are plausible or random values.
+slot_values = {
+    "v": st.just(1) | msgpack_values,
+    "t": st.sampled_from(ALL_TYPES) | msgpack_values,
+    "id": st.text() | msgpack_values,
+    "f": st.text() | msgpack_values,
+    "to": st.text() | msgpack_values,
+    "rt": st.none() | addresses.map(to_json) | st.text() | msgpack_values,
+    "ex": int64 | msgpack_values,
+    "ef": st.sampled_from(["NORMAL", "BEST_EFFORT"]) | msgpack_values,
+    "ch": st.lists(st.lists(st.text(max_size=3), min_size=2, max_size=2), max_size=3)
+    | msgpack_values,
+    "h": int64 | msgpack_values,
+    "pl": st.binary() | msgpack_values,
+}
+
+
+@given(st.fixed_dictionaries(slot_values))
+def test_frames_with_random_slots_raise_only_message_decode_error(slots):
+    _decode_only_errors(msgpack.packb([slots[k] for k in SLOT], use_bin_type=True))
+
+
+@given(messages, st.integers(0, 200), st.integers(0, 255))
+def test_corrupted_frames_raise_only_message_decode_error(msg, position, byte):
+    data = bytearray(encode(msg))
+    data[position % len(data)] = byte
+    _decode_only_errors(bytes(data))
+    _decode_only_errors(bytes(data[: position % len(data)]))
