@@ -1,0 +1,294 @@
+"""Where the global capabilities directory keeps its rows: SQLite (default) or PostgreSQL.
+
+All GCD instances of a run share one store, so every instance knows the providers of every
+backend. A store holds one row per (participantId, GBID); it is dumb on purpose: the rules
+(which rows to touch, which errors to raise) live in ``joynr_sim.core.gcd``, which runs each
+call inside one ``store.transaction()`` so a rejected or failed call changes nothing.
+
+Writers are serialised across processes: SQLite by ``BEGIN IMMEDIATE`` (WAL mode, busy
+timeout), PostgreSQL by a transaction-scoped advisory lock on the table.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+import threading
+import zlib
+from abc import ABC, abstractmethod
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Iterator, Sequence
+
+from joynr_sim.core.address import MqttAddress
+from joynr_sim.core.discovery import GlobalDiscoveryEntry
+
+RowKey = tuple[str, str]  # (participantId, GBID)
+
+
+@dataclass(frozen=True)
+class GcdRow:
+    """One registration of a provider in one backend.
+
+    ``entry.address`` is an MqttAddress whose broker_uri is ``gbid``; the cluster
+    controller id is the topic of that address.
+    """
+
+    entry: GlobalDiscoveryEntry
+    gbid: str
+
+    def __post_init__(self) -> None:
+        address = self.entry.address
+        if not isinstance(address, MqttAddress) or address.broker_uri != self.gbid:
+            raise ValueError(f"row address must be MqttAddress({self.gbid!r}, ...), got {address!r}")
+
+    @property
+    def participant_id(self) -> str:
+        return self.entry.participant_id
+
+    @property
+    def cluster_controller_id(self) -> str:
+        return self.entry.address.topic  # type: ignore[union-attr]
+
+    @property
+    def key(self) -> RowKey:
+        return (self.entry.participant_id, self.gbid)
+
+
+class GcdTransaction(ABC):
+    """The operations a GCD call may use, all inside one transaction."""
+
+    @abstractmethod
+    def all_rows(self) -> list[GcdRow]: ...
+
+    @abstractmethod
+    def rows_for_participant(self, participant_id: str) -> list[GcdRow]: ...
+
+    @abstractmethod
+    def rows_for_interface(self, domains: Sequence[str], interface_name: str) -> list[GcdRow]: ...
+
+    @abstractmethod
+    def rows_for_cluster_controller(self, cluster_controller_id: str) -> list[GcdRow]: ...
+
+    @abstractmethod
+    def put(self, row: GcdRow) -> None:
+        """Create or replace the row of (participantId, GBID)."""
+
+    @abstractmethod
+    def delete(self, key: RowKey) -> None: ...
+
+    @abstractmethod
+    def delete_expired(self, now_ms: int) -> list[RowKey]:
+        """Delete the rows whose expiry date lies before ``now_ms``; return their keys."""
+
+
+class GcdStore(ABC):
+    @abstractmethod
+    def transaction(self, write: bool = False) -> Any:
+        """A context manager yielding a GcdTransaction; commits on success, else rolls back."""
+
+    @abstractmethod
+    def close(self) -> None: ...
+
+    def all_rows(self) -> list[GcdRow]:
+        with self.transaction() as tx:
+            return tx.all_rows()
+
+    def __enter__(self) -> GcdStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+# -- the SQL shared by both stores --------------------------------------------------------
+
+_COLUMNS = (
+    "participant_id, gbid, domain, interface_name, cluster_controller_id, "
+    "last_seen_date_ms, expiry_date_ms, entry"
+)
+
+
+def _encode(row: GcdRow) -> tuple[Any, ...]:
+    e = row.entry
+    return (
+        e.participant_id,
+        row.gbid,
+        e.domain,
+        e.interface_name,
+        row.cluster_controller_id,
+        e.last_seen_date_ms,
+        e.expiry_date_ms,
+        json.dumps(e.to_wire(), separators=(",", ":"), sort_keys=True),
+    )
+
+
+def _decode(record: Sequence[Any]) -> GcdRow:
+    gbid, text = record
+    return GcdRow(GlobalDiscoveryEntry.from_wire(json.loads(text)), gbid)
+
+
+class _SqlTransaction(GcdTransaction):
+    def __init__(self, cursor: Any, table: str, ph: str) -> None:
+        self._cur = cursor
+        self._t = table
+        self._ph = ph  # the driver's placeholder: ? or %s
+
+    def _select(self, where: str = "", params: Sequence[Any] = ()) -> list[GcdRow]:
+        sql = f"SELECT gbid, entry FROM {self._t}"
+        if where:
+            sql += f" WHERE {where}"
+        self._cur.execute(sql + " ORDER BY participant_id, gbid", tuple(params))
+        return [_decode(r) for r in self._cur.fetchall()]
+
+    def all_rows(self) -> list[GcdRow]:
+        return self._select()
+
+    def rows_for_participant(self, participant_id: str) -> list[GcdRow]:
+        return self._select(f"participant_id = {self._ph}", (participant_id,))
+
+    def rows_for_interface(self, domains: Sequence[str], interface_name: str) -> list[GcdRow]:
+        if not domains:
+            return []
+        marks = ", ".join([self._ph] * len(domains))
+        return self._select(
+            f"interface_name = {self._ph} AND domain IN ({marks})", (interface_name, *domains)
+        )
+
+    def rows_for_cluster_controller(self, cluster_controller_id: str) -> list[GcdRow]:
+        return self._select(f"cluster_controller_id = {self._ph}", (cluster_controller_id,))
+
+    def put(self, row: GcdRow) -> None:
+        marks = ", ".join([self._ph] * 8)
+        self._cur.execute(
+            f"INSERT INTO {self._t} ({_COLUMNS}) VALUES ({marks}) "
+            "ON CONFLICT (participant_id, gbid) DO UPDATE SET "
+            "domain = excluded.domain, interface_name = excluded.interface_name, "
+            "cluster_controller_id = excluded.cluster_controller_id, "
+            "last_seen_date_ms = excluded.last_seen_date_ms, "
+            "expiry_date_ms = excluded.expiry_date_ms, entry = excluded.entry",
+            _encode(row),
+        )
+
+    def delete(self, key: RowKey) -> None:
+        self._cur.execute(
+            f"DELETE FROM {self._t} WHERE participant_id = {self._ph} AND gbid = {self._ph}", key
+        )
+
+    def delete_expired(self, now_ms: int) -> list[RowKey]:
+        self._cur.execute(
+            f"SELECT participant_id, gbid FROM {self._t} WHERE expiry_date_ms < {self._ph} "
+            "ORDER BY participant_id, gbid",
+            (now_ms,),
+        )
+        keys = [(p, g) for p, g in self._cur.fetchall()]
+        self._cur.execute(f"DELETE FROM {self._t} WHERE expiry_date_ms < {self._ph}", (now_ms,))
+        return keys
+
+
+def _create_table_sql(table: str, bigint: str) -> list[str]:
+    return [
+        f"CREATE TABLE IF NOT EXISTS {table} ("
+        "participant_id TEXT NOT NULL, gbid TEXT NOT NULL, domain TEXT NOT NULL, "
+        "interface_name TEXT NOT NULL, cluster_controller_id TEXT NOT NULL, "
+        f"last_seen_date_ms {bigint} NOT NULL, expiry_date_ms {bigint} NOT NULL, "
+        "entry TEXT NOT NULL, PRIMARY KEY (participant_id, gbid))",
+        f"CREATE INDEX IF NOT EXISTS {table}_interface ON {table} (interface_name, domain)",
+        f"CREATE INDEX IF NOT EXISTS {table}_cc ON {table} (cluster_controller_id)",
+    ]
+
+
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,40}")
+
+
+def _table_name(table_prefix: str) -> str:
+    # The prefix is spliced into SQL, so only plain identifiers are allowed.
+    if not isinstance(table_prefix, str) or not _IDENTIFIER.fullmatch(table_prefix):
+        raise ValueError(f"table_prefix: expected an SQL identifier, got {table_prefix!r}")
+    return f"{table_prefix}_entries"
+
+
+class SqliteGcdStore(GcdStore):
+    """A SQLite file (or ``":memory:"``) shared by all GCD instances, even across processes."""
+
+    def __init__(self, path: str = ":memory:", *, table_prefix: str = "gcd",
+                 busy_timeout_ms: int = 10_000) -> None:
+        self.path = str(path)
+        self.table = _table_name(table_prefix)
+        # Autocommit mode: transactions are begun explicitly, one per GCD call.
+        self._conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        self._lock = threading.Lock()
+        self._conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+        if self.path != ":memory:":
+            self._conn.execute("PRAGMA journal_mode = WAL")
+            self._conn.execute("PRAGMA synchronous = NORMAL")
+        for sql in _create_table_sql(self.table, "INTEGER"):
+            self._conn.execute(sql)
+
+    @contextmanager
+    def transaction(self, write: bool = False) -> Iterator[GcdTransaction]:
+        with self._lock:
+            cur = self._conn.cursor()
+            # IMMEDIATE takes the write lock up front, so a read-then-write call cannot
+            # be overtaken by another process between its read and its write.
+            cur.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+            try:
+                yield _SqlTransaction(cur, self.table, "?")
+            except BaseException:
+                cur.execute("ROLLBACK")
+                raise
+            else:
+                cur.execute("COMMIT")
+            finally:
+                cur.close()
+
+    def close(self) -> None:
+        self._conn.close()
+
+
+class PostgresGcdStore(GcdStore):
+    """A PostgreSQL table ``<table_prefix>_entries`` (psycopg 3)."""
+
+    def __init__(self, url: str, *, table_prefix: str = "gcd") -> None:
+        import psycopg  # only needed when PostgreSQL is asked for
+
+        self.url = url
+        self.table = _table_name(table_prefix)
+        self._lock = threading.Lock()
+        try:
+            self._conn = psycopg.connect(url, autocommit=True)
+        except psycopg.OperationalError as exc:
+            raise ConnectionError(f"GCD store: cannot connect to PostgreSQL at {url}: {exc}") from exc
+        # Advisory lock key: stable per table, so all processes serialise their writes.
+        self._lock_key = zlib.crc32(self.table.encode())
+        with self._conn.transaction():
+            self._conn.execute("SELECT pg_advisory_xact_lock(%s)", (self._lock_key,))
+            for sql in _create_table_sql(self.table, "BIGINT"):
+                self._conn.execute(sql)
+
+    @contextmanager
+    def transaction(self, write: bool = False) -> Iterator[GcdTransaction]:
+        with self._lock, self._conn.transaction(), self._conn.cursor() as cur:
+            if write:
+                cur.execute("SELECT pg_advisory_xact_lock(%s)", (self._lock_key,))
+            yield _SqlTransaction(cur, self.table, "%s")
+
+    def drop(self) -> None:
+        """Drop the table (tests and tools that made a store of their own)."""
+        with self._lock, self._conn.transaction():
+            self._conn.execute(f"DROP TABLE IF EXISTS {self.table}")
+
+    def close(self) -> None:
+        self._conn.close()
+
+
+def open_gcd_store(url_or_path: str, *, table_prefix: str = "gcd") -> GcdStore:
+    """A PostgreSQL store for a ``postgresql://`` (or ``postgres://``) URL, else SQLite."""
+    if not isinstance(url_or_path, str) or not url_or_path:
+        raise ValueError(f"url_or_path: expected a URL or a file path, got {url_or_path!r}")
+    if url_or_path.startswith(("postgresql://", "postgres://")):
+        return PostgresGcdStore(url_or_path, table_prefix=table_prefix)
+    if url_or_path.startswith("sqlite:///"):
+        url_or_path = url_or_path[len("sqlite:///"):]
+    return SqliteGcdStore(url_or_path, table_prefix=table_prefix)
