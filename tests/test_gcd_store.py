@@ -1,0 +1,192 @@
+"""The GCD stores: one row per (participantId, GBID), transactions, sharing, the factory."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import uuid
+
+import pytest
+
+from joynr_sim.core.address import MqttAddress
+from joynr_sim.core.discovery import GlobalDiscoveryEntry, ProviderQos, Version
+from joynr_sim.store.gcd_store import (
+    GcdRow,
+    PostgresGcdStore,
+    SqliteGcdStore,
+    open_gcd_store,
+)
+
+POSTGRES_URL = os.environ.get(
+    "JOYNR_SIM_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"
+)
+
+
+def open_postgres(prefix: str | None = None) -> PostgresGcdStore:
+    try:
+        return PostgresGcdStore(POSTGRES_URL, table_prefix=prefix or f"t{uuid.uuid4().hex[:16]}")
+    except ConnectionError as exc:
+        pytest.fail(f"PostgreSQL must be reachable for the postgres store tests "
+                    f"(set JOYNR_SIM_TEST_POSTGRES_URL): {exc}")
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def store(request, tmp_path):
+    if request.param == "sqlite":
+        s = SqliteGcdStore(str(tmp_path / "gcd.sqlite"))
+        yield s
+        s.close()
+    else:
+        s = open_postgres()
+        yield s
+        s.drop()
+        s.close()
+
+
+def row(pid="p1", gbid="GBID1", domain="d", interface="i", cc="cc1", last_seen=1, expiry=100,
+        priority=0) -> GcdRow:
+    entry = GlobalDiscoveryEntry(pid, domain, interface, Version(1, 2),
+                                 ProviderQos(priority=priority, custom_parameters=(("k", "v"),)),
+                                 last_seen, expiry, "key", MqttAddress(gbid, cc))
+    return GcdRow(entry, gbid)
+
+
+def test_put_and_read_back(store):
+    r = row()
+    with store.transaction(write=True) as tx:
+        tx.put(r)
+    assert store.all_rows() == [r]
+    assert r.cluster_controller_id == "cc1" and r.key == ("p1", "GBID1")
+
+
+def test_put_replaces_the_row_of_the_same_participant_and_gbid(store):
+    with store.transaction(write=True) as tx:
+        tx.put(row(priority=1))
+        tx.put(row(gbid="GBID2", priority=1))
+        tx.put(row(priority=2, cc="cc2", domain="d2"))
+    assert store.all_rows() == [row(priority=2, cc="cc2", domain="d2"), row(gbid="GBID2", priority=1)]
+
+
+def test_queries(store):
+    rows = [row("p1", "GBID1", domain="d1", cc="cc1"), row("p1", "GBID2", domain="d1", cc="cc1"),
+            row("p2", "GBID1", domain="d2", cc="cc2"), row("p3", "GBID1", domain="d1", interface="j")]
+    with store.transaction(write=True) as tx:
+        for r in reversed(rows):
+            tx.put(r)
+    with store.transaction() as tx:
+        assert tx.rows_for_participant("p1") == rows[:2]
+        assert tx.rows_for_interface(["d1", "d2"], "i") == rows[:3]
+        assert tx.rows_for_interface(["d1"], "j") == rows[3:]
+        assert tx.rows_for_interface([], "i") == []
+        assert tx.rows_for_cluster_controller("cc1") == [rows[0], rows[1], rows[3]]
+        assert tx.rows_for_cluster_controller("nobody") == []
+
+
+def test_delete_and_delete_expired(store):
+    with store.transaction(write=True) as tx:
+        tx.put(row("p1", expiry=10))
+        tx.put(row("p2", expiry=11))
+        tx.put(row("p3", expiry=12))
+    with store.transaction(write=True) as tx:
+        tx.delete(("p3", "GBID1"))
+        tx.delete(("nobody", "GBID1"))
+        assert tx.delete_expired(11) == [("p1", "GBID1")]
+    assert [r.participant_id for r in store.all_rows()] == ["p2"]
+
+
+def test_a_failed_transaction_changes_nothing(store):
+    with store.transaction(write=True) as tx:
+        tx.put(row("p1"))
+    with pytest.raises(RuntimeError):
+        with store.transaction(write=True) as tx:
+            tx.put(row("p2"))
+            tx.delete(("p1", "GBID1"))
+            raise RuntimeError("boom")
+    assert store.all_rows() == [row("p1")]
+    with store.transaction(write=True) as tx:  # the store is usable afterwards
+        tx.put(row("p2"))
+    assert len(store.all_rows()) == 2
+
+
+def test_row_address_must_carry_its_gbid():
+    entry = row().entry
+    with pytest.raises(ValueError, match="GBID2"):
+        GcdRow(entry, "GBID2")
+
+
+def test_sqlite_file_is_shared_between_stores_and_uses_wal(tmp_path):
+    path = str(tmp_path / "gcd.sqlite")
+    a, b = SqliteGcdStore(path), SqliteGcdStore(path)
+    with a.transaction(write=True) as tx:
+        tx.put(row())
+    assert b.all_rows() == [row()]
+    mode = a._conn.execute("PRAGMA journal_mode").fetchone()[0]
+    assert mode == "wal"
+    a.close()
+    b.close()
+
+
+def test_sqlite_file_is_shared_across_processes(tmp_path):
+    path = str(tmp_path / "gcd.sqlite")
+    store = SqliteGcdStore(path)
+    with store.transaction(write=True) as tx:
+        tx.put(row("p1"))
+    script = textwrap.dedent(f"""
+        from joynr_sim.core.address import MqttAddress
+        from joynr_sim.core.gcd import GlobalCapabilitiesDirectory
+        from joynr_sim.store.gcd_store import open_gcd_store
+        gcd = GlobalCapabilitiesDirectory(open_gcd_store({path!r}), own_gbid="GBID2",
+                                          known_gbids=["GBID1", "GBID2"], clock=lambda: 1)
+        found = gcd.lookup_participant("p1", ["GBID1"])
+        entry = found.with_address(MqttAddress("x", "cc7"))
+        gcd.add_old([entry])
+    """)
+    subprocess.run([sys.executable, "-c", script], check=True)
+    rows = {r.key: r for r in store.all_rows()}
+    assert sorted(rows) == [("p1", "GBID1"), ("p1", "GBID2")]
+    assert rows[("p1", "GBID2")].cluster_controller_id == "cc7"
+    store.close()
+
+
+def test_postgres_stores_with_one_prefix_share_a_table():
+    prefix = f"t{uuid.uuid4().hex[:16]}"
+    a, b = open_postgres(prefix), open_postgres(prefix)
+    try:
+        with a.transaction(write=True) as tx:
+            tx.put(row())
+        assert b.all_rows() == [row()]
+    finally:
+        a.drop()
+        a.close()
+        b.close()
+
+
+def test_open_gcd_store_chooses_by_url(tmp_path):
+    s = open_gcd_store(str(tmp_path / "a.sqlite"))
+    assert isinstance(s, SqliteGcdStore)
+    s.close()
+    s = open_gcd_store(f"sqlite:///{tmp_path / 'b.sqlite'}")
+    assert isinstance(s, SqliteGcdStore) and s.path == str(tmp_path / "b.sqlite")
+    s.close()
+    s = open_gcd_store(POSTGRES_URL, table_prefix=f"t{uuid.uuid4().hex[:16]}")
+    assert isinstance(s, PostgresGcdStore)
+    s.drop()
+    s.close()
+
+
+@pytest.mark.parametrize("prefix", ["", "1abc", "a;drop table x", "a-b", None])
+def test_table_prefix_must_be_an_identifier(prefix):
+    with pytest.raises(ValueError, match="table_prefix"):
+        SqliteGcdStore(":memory:", table_prefix=prefix)
+
+
+def test_open_gcd_store_rejects_an_empty_location():
+    with pytest.raises(ValueError, match="url_or_path"):
+        open_gcd_store("")
+
+
+def test_postgres_unreachable_is_a_clear_error():
+    with pytest.raises(ConnectionError, match="cannot connect to PostgreSQL"):
+        PostgresGcdStore("postgresql://postgres@127.0.0.1:1/test?connect_timeout=2")
