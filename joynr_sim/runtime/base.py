@@ -96,9 +96,7 @@ class Runtime:
         self._loop = asyncio.get_running_loop()
         await self._start_transports()
         self.running = True
-        self._unsubscribe_clock = self.clock.on_advance(
-            lambda now: self._loop.call_soon_threadsafe(self.purge, now)
-        )
+        self._unsubscribe_clock = self.clock.on_advance(self._on_clock_advance)
         self._spawn(self._purge_periodically())
         self.trace.emit("life.start", target=self.runtime_id, target_kind=self.kind, **self._life_fields())
 
@@ -128,6 +126,17 @@ class Runtime:
         self._reset_state()
         self.trace.emit("life.restart", target=self.runtime_id, target_kind=self.kind)
         await self.start()
+
+    def _on_clock_advance(self, now_ms: int) -> None:
+        """Expire at once when the scenario moves time, from whichever thread moved it."""
+        try:
+            on_loop = asyncio.get_running_loop() is self._loop
+        except RuntimeError:
+            on_loop = False
+        if on_loop:
+            self.purge(now_ms)
+        else:
+            self._loop.call_soon_threadsafe(self.purge, now_ms)
 
     def _halt(self) -> None:
         self.running = False

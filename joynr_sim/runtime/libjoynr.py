@@ -135,4 +135,6 @@ class LibjoynrRuntime(Runtime):
         )
 
     async def _withdraw_participant(self, participant_id: str) -> None:
+        if self.ws is None or not self.ws.connected:
+            return  # a cluster controller that is gone has forgotten the participant anyway
         await self._routing_call("removeNextHop", [participant_id])

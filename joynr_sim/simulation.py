@@ -1,0 +1,113 @@
+"""A simulation: one run directory, one simulated clock, a broker per GBID and the runtimes.
+
+    async with Simulation(run_dir, gbids=["gbid1", "gbid2"], broker="amqtt") as sim:
+        cc1 = await sim.cluster_controller("cc1", ["gbid1"])
+        app = await sim.libjoynr("app1", cc1)
+
+Every runtime it starts writes its trace under ``<run_dir>/trace/``; the broker set traces
+as runtime ``brokers``. Closing stops every runtime gracefully, then the brokers.
+"""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from brokers import BrokerSet
+
+from .clock import SimClock
+from .core.address import Address
+from .runtime.base import Runtime
+from .runtime.cluster_controller import ClusterController
+from .runtime.libjoynr import LibjoynrRuntime
+from .trace import TraceWriter
+
+
+class Simulation:
+    def __init__(
+        self,
+        run_dir: str | Path,
+        *,
+        gbids: list[str],
+        broker: str = "amqtt",
+        policy: str = "precedence",
+        run_id: str | None = None,
+        clock: SimClock | None = None,
+        max_hops: int = 32,
+    ) -> None:
+        self.run_dir = Path(run_dir)
+        self.run_id = run_id or uuid.uuid4().hex[:12]
+        self.clock = clock or SimClock()
+        self.gbids = list(gbids)
+        self.policy = policy
+        self.max_hops = max_hops
+        self.brokers = BrokerSet(
+            self.gbids,
+            broker=broker,
+            run_dir=self.run_dir,
+            trace=TraceWriter(self.run_dir, self.run_id, "brokers", "broker", self.clock),
+        )
+        self.runtimes: dict[str, Runtime] = {}
+
+    async def __aenter__(self) -> "Simulation":
+        await self.brokers.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    def _common(self) -> dict[str, Any]:
+        return dict(
+            run_dir=self.run_dir, run_id=self.run_id, clock=self.clock,
+            policy=self.policy, max_hops=self.max_hops,
+        )
+
+    def _adopt(self, runtime: Runtime) -> None:
+        if runtime.runtime_id in self.runtimes:
+            raise ValueError(f"runtime_id: {runtime.runtime_id!r} exists already in this simulation")
+        self.runtimes[runtime.runtime_id] = runtime
+
+    async def cluster_controller(
+        self,
+        cc_id: str,
+        gbids: list[str] | None = None,
+        *,
+        runtime_id: str | None = None,
+        provisioned: list[tuple[str, Address, bool]] = (),
+        start: bool = True,
+        **kwargs: Any,
+    ) -> ClusterController:
+        cc = ClusterController(
+            cc_id, gbids or self.gbids, self.brokers, runtime_id=runtime_id,
+            provisioned=provisioned, **self._common(), **kwargs,
+        )
+        self._adopt(cc)
+        if start:
+            await cc.start()
+        return cc
+
+    async def libjoynr(
+        self, runtime_id: str, cc: ClusterController, *, start: bool = True, **kwargs: Any
+    ) -> LibjoynrRuntime:
+        if not cc.running:
+            raise ValueError(f"cc: cluster controller {cc.runtime_id!r} must run before its libjoynr runtimes")
+        runtime = LibjoynrRuntime(runtime_id, cc.cc_id, cc.ws_address, **self._common(), **kwargs)
+        self._adopt(runtime)
+        if start:
+            await runtime.start()
+        return runtime
+
+    async def close(self) -> None:
+        # libjoynr runtimes first, so they can still unregister through their cluster controller.
+        ordered = sorted(self.runtimes.values(), key=lambda r: r.kind != "libjoynr")
+        for runtime in ordered:
+            await runtime.stop()
+            runtime.trace.close()
+        await self.brokers.stop()

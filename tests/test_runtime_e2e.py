@@ -1,0 +1,170 @@
+"""End to end on real brokers: libjoynr proxy -> CC1 -> broker -> CC2 -> libjoynr provider."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from pathlib import Path
+
+import paho.mqtt.client as paho
+import pytest
+from paho.mqtt.enums import CallbackAPIVersion
+
+from joynr_sim.core.address import MqttAddress
+from joynr_sim.core.message import JoynrMessage, encode
+from joynr_sim.runtime.participants import (
+    ApplicationException,
+    EchoProvider,
+    AddProvider,
+    JoynrTimeoutException,
+    MethodInvocationException,
+)
+from joynr_sim.simulation import Simulation
+from joynr_sim.trace import read_run
+
+PROVIDER = "echo-provider"
+BROKERS = ["amqtt", "mosquitto"]
+
+
+async def topology(sim: Simulation):
+    """CC1 on gbid1, CC2 on gbid1 and gbid2; a proxy app on CC1, a provider app on CC2."""
+    cc1 = await sim.cluster_controller(
+        "cc1", ["gbid1"], provisioned=[(PROVIDER, MqttAddress("gbid1", "cc2"), True)]
+    )
+    cc2 = await sim.cluster_controller("cc2", ["gbid1", "gbid2"])
+    consumer = await sim.libjoynr("consumer", cc1)
+    provider_app = await sim.libjoynr("provider-app", cc2)
+    await provider_app.register_provider(
+        "dom", "joynrsim/Echo", EchoProvider(), participant_id=PROVIDER, is_globally_visible=True
+    )
+    proxy = await consumer.create_proxy("joynrsim/Echo", PROVIDER)
+    return cc1, cc2, consumer, provider_app, proxy
+
+
+def events(run_dir: Path, ev: str | None = None, **match):
+    return [
+        e for e in read_run(run_dir)
+        if (ev is None or e["ev"] == ev) and all(e.get(k) == v for k, v in match.items())
+    ]
+
+
+async def until(predicate, timeout_s: float = 10.0) -> None:
+    """Wait for a condition the system reaches on its own, with a bound."""
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    while not predicate():
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError("condition not reached within the bound")
+        await asyncio.sleep(0.02)
+
+
+@pytest.mark.parametrize("broker", BROKERS)
+async def test_call_crosses_two_cluster_controllers_and_the_broker(tmp_path, broker):
+    async with Simulation(tmp_path, gbids=["gbid1", "gbid2"], broker=broker) as sim:
+        cc1, cc2, consumer, provider_app, proxy = await topology(sim)
+        assert await proxy.call("echo", "hello", ttl_ms=10_000) == "hello"
+
+    # The request went libjoynr -> cc1 over ws, cc1 -> cc2 over MQTT on gbid1, cc2 -> app over ws.
+    # Runtimes share a millisecond clock; the hop counter orders the path.
+    requests = sorted(events(tmp_path, "msg.out", type="rq", to=PROVIDER), key=lambda e: e["hops"])
+    path = [(e["rt"], e["via"], e["gbid"]) for e in requests]
+    assert path == [
+        ("consumer", "ws", None),
+        ("cc1", "mqtt", "gbid1"),
+        ("cc2", "ws", None),
+        ("provider-app", "inprocess", None),
+    ]
+    # cc2 learnt the route back to the proxy from the request's replyTo, on the arrival GBID.
+    learnt = events(tmp_path, "rt.put", rt="cc2", participant=proxy.participant_id, origin="reply-to")
+    assert learnt and learnt[0]["outcome"] == "created"
+    assert learnt[0]["entry"]["type"] == "Mqtt" and learnt[0]["entry"]["addr"] == "gbid1/cc1"
+    # The hop counter grew by one per runtime.
+    delivered = events(tmp_path, "msg.deliver", rt="provider-app", type="rq")
+    assert [e["hops"] for e in requests] == [0, 1, 2, 3]
+    assert [e["hops"] for e in delivered] == [3]
+    replies = events(tmp_path, "msg.deliver", rt="consumer", type="rp", to=proxy.participant_id)
+    assert len(replies) == 1 and replies[0]["corr"] == requests[0]["corr"]
+
+
+@pytest.mark.parametrize("broker", BROKERS)
+async def test_provider_runtime_crash_times_out_then_restart_recovers(tmp_path, broker):
+    async with Simulation(tmp_path, gbids=["gbid1", "gbid2"], broker=broker) as sim:
+        cc1, cc2, consumer, provider_app, proxy = await topology(sim)
+        assert await proxy.call("echo", "before", ttl_ms=10_000) == "before"
+
+        await provider_app.crash()
+        # cc2 notices the dead socket and drops the provider's WebSocketClient route.
+        await until(lambda: PROVIDER not in cc2.table)
+        with pytest.raises(JoynrTimeoutException):
+            await proxy.call("echo", "lost", ttl_ms=1_000)
+        # The request waits at cc2 for a route; once expired it is dropped there.
+        sim.clock.advance(2_000)
+        lost = [e for e in events(tmp_path, "msg.in", rt="cc2", type="rq") if e["to"] == PROVIDER][-1]
+        stops = events(tmp_path, msg=lost["msg"])
+        assert [(e["rt"], e["ev"]) for e in stops if e["rt"] == "cc2"][-2:] == [
+            ("cc2", "msg.queue"), ("cc2", "msg.drop"),
+        ]
+        assert stops[-1]["reason"] == "expired"
+
+        await provider_app.restart()
+        await provider_app.register_provider(
+            "dom", "joynrsim/Echo", EchoProvider(), participant_id=PROVIDER, is_globally_visible=True
+        )
+        assert await proxy.call("echo", "after", ttl_ms=10_000) == "after"
+
+
+@pytest.mark.parametrize("broker", BROKERS)
+async def test_broker_crash_and_restart_reconnects_without_duplicates(tmp_path, broker):
+    async with Simulation(tmp_path, gbids=["gbid1", "gbid2"], broker=broker) as sim:
+        cc1, cc2, consumer, provider_app, proxy = await topology(sim)
+        assert await proxy.call("echo", "one", ttl_ms=10_000) == "one"
+
+        await sim.brokers.crash_broker("gbid1")
+        await until(lambda: not cc1.mqtt["gbid1"].connected.is_set())
+        await sim.brokers.restart_broker("gbid1")
+        await until(lambda: cc1.mqtt["gbid1"].connected.is_set() and cc2.mqtt["gbid1"].connected.is_set())
+        results = await asyncio.gather(*(proxy.call("echo", f"m{i}", ttl_ms=15_000) for i in range(20)))
+        assert results == [f"m{i}" for i in range(20)]
+
+    delivered = Counter((e["rt"], e["msg"]) for e in events(tmp_path, "msg.deliver"))
+    assert delivered and max(delivered.values()) == 1
+
+
+async def test_typed_error_replies(tmp_path):
+    async with Simulation(tmp_path, gbids=["gbid1"], broker="mosquitto") as sim:
+        cc = await sim.cluster_controller("cc1")
+        app = await sim.libjoynr("app", cc)
+        other = await sim.libjoynr("other", cc)
+        await app.register_provider("dom", "joynrsim/Add", AddProvider(), participant_id="adder")
+        proxy = await other.create_proxy("joynrsim/Add", "adder")
+        assert await proxy.call("add", 2, 3) == 5
+        with pytest.raises(ApplicationException) as err:
+            await proxy.call("add", "a", 3)
+        assert err.value.error == "INVALID_ARGUMENT"
+        with pytest.raises(MethodInvocationException):
+            await proxy.call("subtract", 2, 3)
+
+
+@pytest.mark.parametrize("broker", BROKERS)
+async def test_garbage_is_dropped_as_decode_error_and_the_runtime_keeps_serving(tmp_path, broker):
+    async with Simulation(tmp_path, gbids=["gbid1", "gbid2"], broker=broker) as sim:
+        cc1, cc2, consumer, provider_app, proxy = await topology(sim)
+        host, port = sim.brokers.endpoint("gbid1")
+        client = paho.Client(CallbackAPIVersion.VERSION2, client_id="garbage-sender", protocol=paho.MQTTv311)
+        client.username_pw_set(*sim.brokers.credentials("garbage-sender"))
+        client.connect(host, port)
+        client.loop_start()
+        unknown_type = encode(JoynrMessage("rq", "x", PROVIDER, 2**40)).replace(b"\xa2rq", b"\xa2zz")
+        for payload in (b"\x00\xffnot msgpack", unknown_type):
+            client.publish("cc2/low", payload, qos=1).wait_for_publish(5)
+        client.disconnect()
+        client.loop_stop()
+        # A garbage WebSocket frame, and a text frame where binary is expected.
+        await consumer.ws.send(b"\xc1garbage")
+        await consumer.ws.send("text frame")
+        await until(lambda: len(events(tmp_path, "msg.drop", reason="decode-error")) == 4)
+        assert await proxy.call("echo", "still here", ttl_ms=10_000) == "still here"
+
+    drops = events(tmp_path, "msg.drop", reason="decode-error")
+    assert sorted((e["rt"], e["via"]) for e in drops) == [
+        ("cc1", "ws"), ("cc1", "ws"), ("cc2", "mqtt"), ("cc2", "mqtt"),
+    ]
