@@ -91,7 +91,9 @@ class GlobalCapabilitiesDirectory:
 
     # -- add -------------------------------------------------------------------------------
 
-    def add(self, entry: GlobalDiscoveryEntry | Mapping[str, Any], gbids: Sequence[str]) -> AddResult:
+    def add(
+        self, entry: GlobalDiscoveryEntry | Mapping[str, Any], gbids: Sequence[str]
+    ) -> AddResult:
         """Register ``entry`` in each listed GBID; rows in unlisted GBIDs are kept."""
         selected = validate_gbids(gbids, self.known_gbids)
         checked = _check_entry(entry)
@@ -105,7 +107,8 @@ class GlobalCapabilitiesDirectory:
         if isinstance(entries, (GlobalDiscoveryEntry, Mapping)):
             entries = [entries]
         if not isinstance(entries, (list, tuple)):
-            raise InvalidDiscoveryArgument("entries", f"expected a list of entries, got {entries!r}")
+            raise InvalidDiscoveryArgument(
+                "entries", f"expected a list of entries, got {entries!r}")
         checked = [_check_entry(e) for e in entries]
         with self.store.transaction(write=True) as tx:
             return [self._put(tx, e, (self.own_gbid,)) for e in checked]
@@ -137,7 +140,8 @@ class GlobalCapabilitiesDirectory:
         if not found and elsewhere:
             raise DiscoveryErrorException(
                 DiscoveryError.NO_ENTRY_FOR_SELECTED_BACKENDS,
-                f"{interface_name!r} in {list(domains)!r} is registered only outside {list(selected)!r}",
+                f"{interface_name!r} in {list(domains)!r} is registered only outside "
+                f"{list(selected)!r}",
             )
         return found
 

@@ -41,7 +41,8 @@ class GcdRow:
     def __post_init__(self) -> None:
         address = self.entry.address
         if not isinstance(address, MqttAddress) or address.broker_uri != self.gbid:
-            raise ValueError(f"row address must be MqttAddress({self.gbid!r}, ...), got {address!r}")
+            raise ValueError(
+                f"row address must be MqttAddress({self.gbid!r}, ...), got {address!r}")
 
     @property
     def participant_id(self) -> str:
@@ -259,7 +260,8 @@ class PostgresGcdStore(GcdStore):
         try:
             self._conn = psycopg.connect(url, autocommit=True)
         except psycopg.OperationalError as exc:
-            raise ConnectionError(f"GCD store: cannot connect to PostgreSQL at {url}: {exc}") from exc
+            raise ConnectionError(
+                f"GCD store: cannot connect to PostgreSQL at {url}: {exc}") from exc
         # Advisory lock key: stable per table, so all processes serialise their writes.
         self._lock_key = zlib.crc32(self.table.encode())
         with self._conn.transaction():
