@@ -1,0 +1,108 @@
+"""End-to-end request/reply through the simulator next to raw MQTT round trips.
+
+Path: libjoynr proxy -> CC1 (ws) -> broker (MQTT) -> CC2 -> libjoynr provider (ws) and back.
+Baseline, on the same broker in the same run: two paho clients bouncing a QoS 1 message,
+one round trip at a time. Both are measured one call at a time, so the ratio is the cost
+of joynr routing (two WebSocket hops and four routing decisions per direction) on top of
+the broker round trip.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import paho.mqtt.client as paho
+from paho.mqtt.enums import CallbackAPIVersion
+
+from joynr_sim.core.address import MqttAddress
+from joynr_sim.runtime.participants import EchoProvider
+from joynr_sim.simulation import Simulation
+
+
+def _percentile(samples: list[float], p: float) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, int(p / 100 * len(ordered)))]
+
+
+def _raw_round_trips(sim: Simulation, gbid: str, n: int) -> list[float]:
+    host, port = sim.brokers.endpoint(gbid)
+    got = threading.Event()
+
+    def client(name: str) -> paho.Client:
+        c = paho.Client(CallbackAPIVersion.VERSION2, client_id=name, protocol=paho.MQTTv311)
+        c.username_pw_set(*sim.brokers.credentials(name))
+        c.on_socket_open = lambda cl, ud, sock: sock.setsockopt(6, 1, 1)  # TCP_NODELAY, as the CCs
+        c.connect(host, port)
+        return c
+
+    pinger, ponger = client("bench-ping"), client("bench-pong")
+    ponger.on_message = lambda c, ud, m: c.publish("bench/pong", m.payload, qos=1)
+    pinger.on_message = lambda c, ud, m: got.set()
+    subscribed = threading.Barrier(3)
+    for c in (pinger, ponger):
+        c.on_subscribe = lambda *args: subscribed.wait(5)
+    ponger.subscribe("bench/ping", qos=1)
+    pinger.subscribe("bench/pong", qos=1)
+    ponger.loop_start()
+    pinger.loop_start()
+    subscribed.wait(5)  # both SUBACKs are in before the first ping
+    samples = []
+    payload = b"x" * 200  # about the size of an encoded echo request
+    for _ in range(n):
+        got.clear()
+        t = time.perf_counter()
+        pinger.publish("bench/ping", payload, qos=1)
+        if not got.wait(5):
+            raise RuntimeError("raw MQTT round trip lost a message")
+        samples.append(time.perf_counter() - t)
+    for c in (pinger, ponger):
+        c.disconnect()
+        c.loop_stop()
+    return samples
+
+
+async def _measure(broker: str, n: int) -> list[dict]:
+    with tempfile.TemporaryDirectory() as tmp:
+        async with Simulation(Path(tmp), gbids=["gbid1"], broker=broker) as sim:
+            cc1 = await sim.cluster_controller(
+                "cc1", ["gbid1"], provisioned=[("echo", MqttAddress("gbid1", "cc2"), True)]
+            )
+            cc2 = await sim.cluster_controller("cc2", ["gbid1"])
+            consumer = await sim.libjoynr("consumer", cc1)
+            provider = await sim.libjoynr("provider", cc2)
+            await provider.register_provider("d", "joynrsim/Echo", EchoProvider(), participant_id="echo")
+            proxy = await consumer.create_proxy("joynrsim/Echo", "echo")
+            for _ in range(20):  # warm up routes and connections
+                await proxy.call("echo", "warm")
+            e2e = []
+            for i in range(n):
+                t = time.perf_counter()
+                await proxy.call("echo", f"m{i}")
+                e2e.append(time.perf_counter() - t)
+            raw = await asyncio.to_thread(_raw_round_trips, sim, "gbid1", n)
+    rows = []
+    for name, samples in (("raw paho round trip", raw), ("joynr-sim request/reply", e2e)):
+        rate = len(samples) / sum(samples)
+        rows.append({"group": broker, "name": f"{name} rate", "value": rate, "unit": "calls/s"})
+        rows.append({"group": broker, "name": f"{name} p50", "value": statistics.median(samples) * 1e3, "unit": "ms"})
+        rows.append({"group": broker, "name": f"{name} p99", "value": _percentile(samples, 99) * 1e3, "unit": "ms"})
+    rows.append({
+        "group": broker,
+        "name": "request/reply ÷ raw round trip",
+        "value": (len(e2e) / sum(e2e)) / (len(raw) / sum(raw)),
+        "unit": "ratio",
+    })
+    return rows
+
+
+def run(quick: bool) -> list[dict]:
+    n = 200 if quick else 2000
+    rows = []
+    for broker in ("amqtt", "mosquitto"):
+        rows.extend(asyncio.run(_measure(broker, n)))
+    return rows
