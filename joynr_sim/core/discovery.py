@@ -18,6 +18,7 @@ import enum
 from dataclasses import dataclass, replace
 from typing import Any, Mapping, Sequence
 
+from .errors import ProviderRuntimeException  # noqa: F401  (raised by the old GCD methods)
 from .address import (
     Address,
     AddressError,
@@ -64,10 +65,6 @@ class DiscoveryErrorException(Exception):
         super().__init__(f"{error.value}: {detail}" if detail else error.value)
         self.error = error
         self.detail = detail
-
-
-class ProviderRuntimeException(Exception):
-    """joynr's generic provider failure; the old GCD methods have no modeled errors."""
 
 
 class InvalidDiscoveryEntry(ValueError):

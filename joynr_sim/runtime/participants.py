@@ -13,32 +13,18 @@ from typing import Any, Callable
 
 import msgpack
 
+from ..core.errors import (
+    ApplicationException,
+    JoynrRuntimeException,
+    JoynrTimeoutException,
+    MethodInvocationException,
+    ProviderRuntimeException,
+)
+
 REQUEST_REPLY_ID = "requestReplyId"
 
 
-class JoynrRuntimeException(Exception):
-    """Base of the errors a call can end with."""
-
-
-class JoynrTimeoutException(JoynrRuntimeException):
-    pass
-
-
-class ProviderRuntimeException(JoynrRuntimeException):
-    pass
-
-
-class MethodInvocationException(JoynrRuntimeException):
-    """The provider has no such method, or the arguments do not fit it."""
-
-
-class ApplicationException(JoynrRuntimeException):
-    """A modeled error: ``error`` is the enum value's name."""
-
-    def __init__(self, error: str, message: str = "") -> None:
-        super().__init__(message or error)
-        self.error = error
-
+__all__ = ["ApplicationException", "JoynrTimeoutException"]
 
 _ERRORS = {
     cls.__name__: cls
