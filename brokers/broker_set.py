@@ -1,0 +1,520 @@
+"""One MQTT broker per GBID, each its own OS process on a free loopback port.
+
+    async with BrokerSet(["gbid-a", "gbid-b"], broker="amqtt", run_dir=run) as brokers:
+        host, port = brokers.endpoint("gbid-a")
+        username, password = brokers.credentials("cc-1")
+        await brokers.crash_broker("gbid-a")      # SIGKILL
+        await brokers.restart_broker("gbid-a")    # same port
+
+``broker`` is ``"amqtt"`` (embedded, the default), ``"mosquitto"``, or external brokers as
+``"gbid1=mqtt://host:port,gbid2=mqtt://user:password@host:port"`` (nothing is started and
+the lifecycle methods refuse). Every start, stop, crash and restart is a ``life.*`` trace
+event when a TraceWriter is given. A broker's output is appended to
+``<run dir>/brokers/<gbid>.log``.
+
+Sessions: amqtt keeps them in memory, so a broker stop or crash loses every persistent
+session and queued message; Mosquitto persists them in the run directory (see
+``brokers.mosquitto``). Either way a persistent session survives a *client's* crash.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import re
+import secrets
+import signal
+import socket
+import struct
+import sys
+import time
+import weakref
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING
+from urllib.parse import unquote, urlsplit
+
+from . import mosquitto
+
+if TYPE_CHECKING:
+    from joynr_sim.trace import TraceWriter
+
+HOST = "127.0.0.1"
+START_TIMEOUT_S = 30.0  # amqtt's imports alone take a few seconds on a busy 2-core machine
+STOP_TIMEOUT_S = 10.0
+PROBE_TIMEOUT_S = 2.0
+PROBE_INTERVAL_S = 0.05
+PORT_ATTEMPTS = 3  # a freshly chosen free port can be taken by someone else before we bind
+LOG_TAIL_LINES = 20
+PASSWORD_FILE = "password"
+PASSWORD_ENV = "JOYNR_SIM_BROKER_PASSWORD"  # how an amqtt broker process gets the password
+
+_GBID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*\Z")  # also names files in the run dir
+_KINDS = ("amqtt", "mosquitto")
+_PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+
+class BrokerError(RuntimeError):
+    """A broker could not be started, stopped or reached, or the operation does not apply."""
+
+
+@dataclass
+class _Broker:
+    gbid: str
+    host: str
+    port: int | None = None
+    process: asyncio.subprocess.Process | None = None
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+    @property
+    def target(self) -> str:
+        return f"broker-{self.gbid}"
+
+    @property
+    def running(self) -> bool:
+        return self.process is not None and self.process.returncode is None
+
+
+def parse_external(spec: str) -> dict[str, tuple[str, int, str | None, str | None]]:
+    """``gbid=mqtt://[user[:password]@]host[:port],...`` -> {gbid: (host, port, user, password)}."""
+    result: dict[str, tuple[str, int, str | None, str | None]] = {}
+    for part in spec.split(","):
+        part = part.strip()
+        if not part:
+            raise ValueError(f"broker: empty entry in external broker list {spec!r}")
+        gbid, sep, url = part.partition("=")
+        gbid, url = gbid.strip(), url.strip()
+        if not sep or not gbid or not url:
+            raise ValueError(f"broker: expected 'gbid=mqtt://host:port', got {part!r}")
+        if not _GBID_RE.match(gbid):
+            raise ValueError(f"broker: bad GBID {gbid!r} in {part!r} (letters, digits, '.', '_', '-')")
+        if gbid in result:
+            raise ValueError(f"broker: GBID {gbid!r} given twice in {spec!r}")
+        split = urlsplit(url)
+        if split.scheme not in ("mqtt", "tcp"):
+            raise ValueError(f"broker: URL {url!r} for GBID {gbid!r} must start with mqtt:// (or tcp://)")
+        try:
+            port = split.port or 1883
+        except ValueError:
+            raise ValueError(f"broker: bad port in URL {url!r} for GBID {gbid!r}") from None
+        if not split.hostname:
+            raise ValueError(f"broker: no host in URL {url!r} for GBID {gbid!r}")
+        if split.path not in ("", "/") or split.query or split.fragment:
+            raise ValueError(f"broker: URL {url!r} for GBID {gbid!r} may only have a host and a port")
+        user = unquote(split.username) if split.username is not None else None
+        password = unquote(split.password) if split.password is not None else None
+        result[gbid] = (split.hostname, port, user, password)
+    return result
+
+
+def _free_ports(count: int, exclude: set[int]) -> list[int]:
+    """Ports the kernel hands out for loopback now; sockets stay open until all are chosen."""
+    socks: list[socket.socket] = []
+    ports: list[int] = []
+    try:
+        while len(ports) < count:
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            socks.append(s)
+            s.bind((HOST, 0))
+            port = s.getsockname()[1]
+            if port not in exclude:
+                ports.append(port)
+    finally:
+        for s in socks:
+            s.close()
+    return ports
+
+
+def _kill_leftovers(pids: dict[str, int]) -> None:
+    """Safety net (finalizer and interpreter exit): no broker outlives its BrokerSet."""
+    for pid in list(pids.values()):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+    pids.clear()
+
+
+def _connect_packet(client_id: str, username: str, password: str) -> bytes:
+    def s(value: str) -> bytes:
+        raw = value.encode()
+        return struct.pack("!H", len(raw)) + raw
+
+    flags = 0x80 | 0x40 | 0x02  # username, password, clean session
+    body = s("MQTT") + bytes([4, flags]) + struct.pack("!H", 10) + s(client_id) + s(username) + s(password)
+    length = len(body)
+    encoded = bytearray()
+    while True:
+        byte, length = length % 128, length // 128
+        encoded.append(byte | (0x80 if length else 0))
+        if not length:
+            break
+    return bytes([0x10]) + bytes(encoded) + body
+
+
+class BrokerSet:
+    def __init__(
+        self,
+        gbids: list[str],
+        broker: str = "amqtt",
+        run_dir: Path | str | None = None,
+        trace: TraceWriter | None = None,
+    ) -> None:
+        if isinstance(gbids, str) or not gbids:
+            raise ValueError(f"gbids: expected a non-empty list of GBIDs, got {gbids!r}")
+        for gbid in gbids:
+            if not isinstance(gbid, str) or not _GBID_RE.match(gbid):
+                raise ValueError(f"gbids: bad GBID {gbid!r} (letters, digits, '.', '_', '-'; not empty)")
+        if len(set(gbids)) != len(gbids):
+            raise ValueError(f"gbids: duplicate GBID in {gbids!r}")
+        if run_dir is None:
+            raise ValueError("run_dir: required (broker logs, configs and persistence live there)")
+        if not isinstance(broker, str):
+            raise ValueError(f"broker: expected a string, got {broker!r}")
+
+        self.gbids: list[str] = list(gbids)
+        self.run_dir = Path(run_dir).resolve()
+        self.trace = trace
+        self._external: dict[str, tuple[str, int, str | None, str | None]] = {}
+        spec = broker.strip()
+        if "=" in spec:
+            self._external = parse_external(spec)
+            missing = [g for g in gbids if g not in self._external]
+            if missing:
+                raise ValueError(f"broker: no URL for GBID(s) {missing} in {broker!r}")
+            extra = [g for g in self._external if g not in gbids]
+            if extra:
+                raise ValueError(f"broker: URL for unknown GBID(s) {extra} in {broker!r}; gbids are {gbids}")
+            self._kind = "external"
+        elif spec in _KINDS:
+            self._kind = spec
+        else:
+            raise ValueError(
+                f"broker: expected 'amqtt', 'mosquitto' or 'gbid=mqtt://host:port,...', got {broker!r}"
+            )
+        self._mosquitto_binary = mosquitto.find_binary() if self._kind == "mosquitto" else None
+        self._brokers = {g: _Broker(g, HOST) for g in gbids}
+        self._password: str | None = None
+        self._pids: dict[str, int] = {}
+        self._finalizer = weakref.finalize(self, _kill_leftovers, self._pids)
+
+    # -- accessors -------------------------------------------------------------------
+
+    @property
+    def kind(self) -> str:
+        """``amqtt``, ``mosquitto`` or ``external``."""
+        return self._kind
+
+    @property
+    def broker_dir(self) -> Path:
+        return self.run_dir / "brokers"
+
+    def log_path(self, gbid: str) -> Path:
+        self._get(gbid)
+        return self.broker_dir / f"{gbid}.log"
+
+    def endpoint(self, gbid: str) -> tuple[str, int]:
+        if self._kind == "external":
+            host, port, _, _ = self._external[self._get(gbid).gbid]
+            return host, port
+        b = self._get(gbid)
+        if b.port is None:
+            raise BrokerError(f"gbid {gbid!r}: broker not started yet, it has no port")
+        return b.host, b.port
+
+    def url(self, gbid: str) -> str:
+        host, port = self.endpoint(gbid)
+        return f"mqtt://{host}:{port}"
+
+    def credentials(self, client_id: str, gbid: str | None = None) -> tuple[str, str]:
+        """(username, password) every client must pass in its CONNECT.
+
+        amqtt: the client id and the set's password (any non-empty username is accepted;
+        a username is what keeps amqtt from treating the session as anonymous and deleting
+        it on disconnect). Mosquitto: ``joynr-sim`` and the set's password, from its
+        password file. External: the user and password in the URL of ``gbid`` (without
+        ``gbid``: of the first URL that has one), else the client id and an empty password
+        (for a broker that allows anonymous access).
+        """
+        if not isinstance(client_id, str) or not client_id:
+            raise ValueError(f"client_id: expected a non-empty string, got {client_id!r}")
+        if self._kind == "external":
+            urls = [self._external[self._get(gbid).gbid]] if gbid is not None else self._external.values()
+            for _, _, user, password in urls:
+                if user is not None:
+                    return user, password or ""
+            return client_id, ""
+        if gbid is not None:
+            self._get(gbid)
+        password = self._ensure_password()
+        if self._kind == "mosquitto":
+            return mosquitto.USERNAME, password
+        return client_id, password
+
+    def is_running(self, gbid: str) -> bool:
+        if self._kind == "external":
+            return True  # as far as we know; we do not manage it
+        return self._get(gbid).running
+
+    def pid(self, gbid: str) -> int | None:
+        b = self._get(gbid)
+        return b.process.pid if b.running and b.process else None
+
+    # -- lifecycle -------------------------------------------------------------------
+
+    async def __aenter__(self) -> BrokerSet:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.stop()
+
+    async def start(self) -> None:
+        """Start every broker that is not running; on any failure stop those it started."""
+        if self._kind == "external":
+            return
+        todo = [b for b in self._brokers.values() if not b.running]
+        fresh = self._assign_ports(todo)
+        results = await asyncio.gather(
+            *(self._start(b, "life.start", b in fresh) for b in todo), return_exceptions=True
+        )
+        errors = [r for r in results if isinstance(r, BaseException)]
+        if errors:
+            await self.stop()
+            raise errors[0]
+
+    async def stop(self) -> None:
+        """Stop every running broker cleanly (SIGTERM, SIGKILL after a timeout)."""
+        if self._kind == "external":
+            return
+        await asyncio.gather(*(self._stop(b) for b in self._brokers.values()))
+
+    async def start_broker(self, gbid: str) -> None:
+        """Start one broker that is not running; it keeps its port if it had one."""
+        b = self._managed(gbid, "start_broker")
+        if b.running:
+            raise BrokerError(f"gbid {gbid!r}: broker already running on port {b.port}")
+        fresh = self._assign_ports([b])
+        await self._start(b, "life.start", b in fresh)
+
+    async def stop_broker(self, gbid: str) -> None:
+        b = self._managed(gbid, "stop_broker")
+        if not b.running:
+            raise BrokerError(f"gbid {gbid!r}: broker not running")
+        await self._stop(b)
+
+    async def crash_broker(self, gbid: str) -> None:
+        """SIGKILL: no goodbye to clients, no final save (Mosquitto keeps its last autosave)."""
+        b = self._managed(gbid, "crash_broker")
+        async with b.lock:
+            if not b.running or b.process is None:
+                raise BrokerError(f"gbid {gbid!r}: broker not running, nothing to crash")
+            with contextlib.suppress(ProcessLookupError):
+                b.process.kill()
+            await b.process.wait()
+            self._reap(b)
+            self._emit("life.crash", b)
+
+    async def restart_broker(self, gbid: str) -> None:
+        """Start again on the same port, after a crash or a stop (a running one is stopped first)."""
+        b = self._managed(gbid, "restart_broker")
+        if b.port is None:
+            raise BrokerError(f"gbid {gbid!r}: broker never started, nothing to restart")
+        if b.running:
+            await self._stop(b)
+        await self._start(b, "life.restart", False)
+
+    # -- internals -------------------------------------------------------------------
+
+    def _get(self, gbid: str) -> _Broker:
+        try:
+            return self._brokers[gbid]
+        except (KeyError, TypeError):
+            raise ValueError(f"gbid: unknown GBID {gbid!r}; this broker set has {self.gbids}") from None
+
+    def _managed(self, gbid: str, op: str) -> _Broker:
+        b = self._get(gbid)
+        if self._kind == "external":
+            raise BrokerError(
+                f"{op}({gbid!r}): the broker for this GBID is external ({self.url(gbid)}); "
+                "joynr-sim does not start, stop or crash external brokers"
+            )
+        return b
+
+    def _assign_ports(self, brokers: list[_Broker]) -> list[_Broker]:
+        """Give a port to each broker that has none yet; returns those."""
+        fresh = [b for b in brokers if b.port is None]
+        taken = {b.port for b in self._brokers.values() if b.port is not None}
+        for b, port in zip(fresh, _free_ports(len(fresh), taken)):
+            b.port = port
+        return fresh
+
+    def _ensure_password(self) -> str:
+        """The set's client password, kept in the run dir so a new set on it keeps it."""
+        if self._password is None:
+            path = self.broker_dir / PASSWORD_FILE
+            self.broker_dir.mkdir(parents=True, exist_ok=True)
+            if path.exists():
+                self._password = path.read_text(encoding="utf-8").strip()
+            if not self._password:
+                self._password = secrets.token_hex(16)
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+                with os.fdopen(fd, "w", encoding="utf-8") as f:
+                    f.write(self._password + "\n")
+        return self._password
+
+    def _command(self, b: _Broker) -> tuple[list[str], dict[str, str]]:
+        assert b.port is not None
+        env = dict(os.environ)
+        if self._kind == "amqtt":
+            # The broker module must import from this checkout even if it is not installed.
+            env["PYTHONPATH"] = os.pathsep.join(
+                p for p in (str(_PROJECT_ROOT), env.get("PYTHONPATH", "")) if p
+            )
+            env[PASSWORD_ENV] = self._ensure_password()
+            argv = [
+                sys.executable, "-m", "brokers.amqtt_broker",
+                "--gbid", b.gbid, "--host", b.host, "--port", str(b.port), "--exit-on-stdin-eof",
+            ]
+            return argv, env
+        assert self._mosquitto_binary is not None
+        password_file = self.broker_dir / "mosquitto.passwd"
+        mosquitto.write_password_file(password_file, self._ensure_password())
+        config = self.broker_dir / f"{b.gbid}.conf"
+        mosquitto.write_config(config, b.port, password_file, self.broker_dir / f"{b.gbid}.mosquitto")
+        return mosquitto.command(self._mosquitto_binary, config), env
+
+    async def _start(self, b: _Broker, ev: str, may_move_port: bool) -> None:
+        async with b.lock:
+            if b.running:
+                return
+            for attempt in range(1, PORT_ATTEMPTS + 1):
+                try:
+                    await self._spawn_and_wait(b)
+                    break
+                except _ExitedEarly as exc:
+                    # Only a port we just picked may change; a restart must keep its port.
+                    if not may_move_port or attempt == PORT_ATTEMPTS:
+                        raise BrokerError(str(exc)) from None
+                    taken = {x.port for x in self._brokers.values() if x.port is not None}
+                    b.port = _free_ports(1, taken)[0]
+            self._emit(ev, b)
+
+    async def _spawn_and_wait(self, b: _Broker) -> None:
+        assert b.port is not None
+        argv, env = self._command(b)
+        self.broker_dir.mkdir(parents=True, exist_ok=True)
+        log_path = self.broker_dir / f"{b.gbid}.log"
+        with open(log_path, "ab") as log:
+            log.write(f"--- joynr-sim: starting {self._kind} broker for GBID {b.gbid} on port {b.port}\n".encode())
+            log.flush()
+            b.process = await asyncio.create_subprocess_exec(
+                *argv,
+                stdin=asyncio.subprocess.PIPE if self._kind == "amqtt" else asyncio.subprocess.DEVNULL,
+                stdout=log,
+                stderr=asyncio.subprocess.STDOUT,
+                env=env,
+            )
+        self._pids[b.gbid] = b.process.pid
+        try:
+            await self._wait_ready(b, log_path)
+        except BaseException:
+            await self._kill(b)
+            raise
+
+    async def _wait_ready(self, b: _Broker, log_path: Path) -> None:
+        """Until the broker answers a CONNECT with CONNACK 0, within START_TIMEOUT_S."""
+        assert b.process is not None and b.port is not None
+        username, password = self.credentials(f"joynr-sim-probe-{b.gbid}")
+        packet = _connect_packet(f"joynr-sim-probe-{b.gbid}", username, password)
+        started = time.monotonic()
+        deadline = started + START_TIMEOUT_S
+        last_error = "no answer yet"
+        while True:
+            if b.process.returncode is not None:
+                raise _ExitedEarly(
+                    f"gbid {b.gbid!r}: {self._kind} broker exited with code {b.process.returncode} "
+                    f"before accepting connections on port {b.port}; {log_path}:\n{_tail(log_path)}"
+                )
+            try:
+                code = await asyncio.wait_for(self._probe(b.host, b.port, packet), PROBE_TIMEOUT_S)
+            except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError) as exc:
+                last_error = f"{type(exc).__name__}: {exc}"
+            else:
+                if code == 0:
+                    return
+                raise BrokerError(
+                    f"gbid {b.gbid!r}: {self._kind} broker on port {b.port} refused the probe's "
+                    f"credentials (CONNACK return code {code}); {log_path}:\n{_tail(log_path)}"
+                )
+            if time.monotonic() > deadline:
+                raise BrokerError(
+                    f"gbid {b.gbid!r}: {self._kind} broker did not accept an MQTT CONNECT on "
+                    f"{b.host}:{b.port} within {START_TIMEOUT_S:.0f} s (last: {last_error}); "
+                    f"{log_path}:\n{_tail(log_path)}"
+                )
+            await asyncio.sleep(PROBE_INTERVAL_S)
+
+    @staticmethod
+    async def _probe(host: str, port: int, packet: bytes) -> int:
+        reader, writer = await asyncio.open_connection(host, port)
+        try:
+            writer.write(packet)
+            await writer.drain()
+            connack = await reader.readexactly(4)
+            if connack[0] != 0x20:
+                raise OSError(f"expected CONNACK, got packet type byte 0x{connack[0]:02x}")
+            if connack[3] == 0:
+                writer.write(b"\xe0\x00")  # DISCONNECT
+                await writer.drain()
+            return connack[3]
+        finally:
+            writer.close()
+            with contextlib.suppress(OSError):
+                await writer.wait_closed()
+
+    async def _stop(self, b: _Broker) -> None:
+        async with b.lock:
+            if not b.running or b.process is None:
+                return
+            with contextlib.suppress(ProcessLookupError):
+                b.process.terminate()
+            try:
+                await asyncio.wait_for(b.process.wait(), STOP_TIMEOUT_S)
+            except asyncio.TimeoutError:
+                await self._kill(b)
+            self._reap(b)
+            self._emit("life.stop", b)
+
+    async def _kill(self, b: _Broker) -> None:
+        if b.process is not None and b.process.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                b.process.kill()
+            await b.process.wait()
+        self._reap(b)
+
+    def _reap(self, b: _Broker) -> None:
+        self._pids.pop(b.gbid, None)
+        if b.process is not None and b.process.stdin is not None:
+            b.process.stdin.close()
+
+    def _emit(self, ev: str, b: _Broker) -> None:
+        if self.trace is not None:
+            self.trace.emit(ev, target=b.target, target_kind="broker", gbid=b.gbid, port=b.port)
+
+
+class _ExitedEarly(BrokerError):
+    pass
+
+
+def _tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        return f"(cannot read log: {exc})"
+    return "\n".join(text.splitlines()[-lines:]) or "(log is empty)"
