@@ -285,7 +285,7 @@ class BrokerSet:
         )
         errors = [r for r in results if isinstance(r, BaseException)]
         if errors:
-            await self.stop()
+            await asyncio.gather(*(self._stop(b) for b in todo))
             raise errors[0]
 
     async def stop(self) -> None:
