@@ -1,0 +1,160 @@
+"""A scenario as the loader hands it to the runner: validated, defaults filled in, read-only.
+
+Every step keeps its arguments as a read-only mapping with every optional argument present
+(absent ones hold their default, often ``None``), so the runner reads ``args["scope"]``
+without asking whether it was written. Scalar forms are normalised: ``crash: app1`` becomes
+``{"runtime": "app1"}``, ``crash_broker: gbid1`` becomes ``{"gbid": "gbid1"}``, ``advance:
+5000`` becomes ``{"ms": 5000}``.
+
+A participant field (``participant:`` of ``proxy``, ``expect_route``, ``expect_gcd``,
+``add_route`` and of ``wait``'s ``route``/``gcd``) holds either a literal participant id or
+``@name``: the participant id of the provider (``provider:``) or proxy (``name:``) an earlier
+step created. The loader has checked that the name exists; the runner resolves it when the
+step runs, because generated participant ids are only known then.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Mapping
+
+CLUSTER_CONTROLLER = "cluster-controller"
+LIBJOYNR = "libjoynr"
+
+POLICY_NAMES = ("precedence", "local-remote", "gcd-trust", "last-writer-wins")
+DEFAULT_POLICY = "precedence"
+DEFAULT_BROKER = "amqtt"
+
+RUNTIME_STEPS = ("crash", "stop", "start", "restart")
+BROKER_STEPS = ("crash_broker", "stop_broker", "start_broker", "restart_broker")
+STEP_KINDS = (
+    "register", "unregister", "proxy", "call", "one_way",
+    *RUNTIME_STEPS, *BROKER_STEPS,
+    "cut", "heal", "advance", "wait",
+    "expect_route", "expect_gcd", "add_route", "expect_calls",
+)
+
+REF_PREFIX = "@"
+
+
+def participant_ref(value: str) -> str | None:
+    """The provider or proxy name ``value`` refers to (``@name``), or None for a literal id."""
+    return value[len(REF_PREFIX):] if value.startswith(REF_PREFIX) else None
+
+
+@dataclass(frozen=True)
+class Reproduces:
+    seed: str  # a file name in the seeds
+    scenario: str  # the seed's wording of the scenario
+
+
+@dataclass(frozen=True)
+class RuntimeSpec:
+    id: str
+    kind: str  # cluster-controller | libjoynr
+    # A cluster controller's backends (default: all); empty for a libjoynr runtime.
+    gbids: tuple[str, ...]
+    # A cluster controller's id (its MQTT topic; default: its runtime id); None for libjoynr.
+    cc_id: str | None
+    cc: str | None  # the cluster controller a libjoynr runtime connects to; None for a CC
+    old_joynr: bool  # a cluster controller that speaks the GCD's old (single-backend) API
+
+    @property
+    def is_cluster_controller(self) -> bool:
+        return self.kind == CLUSTER_CONTROLLER
+
+
+@dataclass(frozen=True)
+class Step:
+    index: int  # position in ``steps``, from 0
+    kind: str  # one of STEP_KINDS
+    args: Mapping[str, Any]  # read-only, nested mappings and lists frozen too
+    line: int  # line of the step in its file, from 1
+
+    @property
+    def title(self) -> str:
+        """A short label for reports: ``call px.echo``, ``crash app1``, ``advance 5000 ms``."""
+        a = self.args
+        k = self.kind
+        if k == "register":
+            return f"register {a['provider']} on {a['runtime']} ({a['interface']}, {a['scope']})"
+        if k == "unregister":
+            return f"unregister {a['provider']}"
+        if k == "proxy":
+            target = a["participant"] if a.get("participant") else f"{a['domain']}/{a['interface']}"
+            return f"proxy {a['name']} on {a['runtime']} -> {target}"
+        if k in ("call", "one_way"):
+            return f"{k.replace('_', '-')} {a['proxy']}.{a['method']}"
+        if k == "expect_calls":
+            return f"{a['count']}x call {a['proxy']}.{a['method']}"
+        if k in RUNTIME_STEPS:
+            return f"{k} {a['runtime']}"
+        if k in BROKER_STEPS:
+            return f"{k.replace('_', ' ')} {a['gbid']}"
+        if k in ("cut", "heal"):
+            return f"{k} {a['runtime']} from {a['gbid']}"
+        if k == "advance":
+            return f"advance {a['ms']} ms"
+        if k == "wait":
+            (what, body), = a["until"].items()
+            return f"wait for {what} {_describe(what, body)}"
+        if k == "expect_route":
+            return f"expect route {_describe('route', a)}"
+        if k == "expect_gcd":
+            return f"expect gcd {_describe('gcd', a)}"
+        if k == "add_route":
+            return f"add route {a['participant']} on {a['runtime']} -> {a['address']['type']}"
+        return k  # pragma: no cover - the loader admits no other kind
+
+
+def _describe(what: str, body: Mapping[str, Any]) -> str:
+    if what == "route":
+        return f"{body['participant']} on {body['runtime']} = {body['type']}"
+    if what == "gcd":
+        where = ",".join(body["gbids"]) if body.get("gbids") else "all backends"
+        return f"{body['participant']} {'in' if body.get('present', True) else 'not in'} {where}"
+    return f"{body['runtime']} to {body['gbid']}"  # connected
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    description: str
+    reproduces: Reproduces
+    policy: str
+    broker: str  # amqtt | mosquitto | "gbid1=mqtt://host:port,..."
+    backends: tuple[str, ...]
+    runtimes: tuple[RuntimeSpec, ...]
+    steps: tuple[Step, ...]
+    path: Path | None = None
+
+    def runtime(self, runtime_id: str) -> RuntimeSpec:
+        for spec in self.runtimes:
+            if spec.id == runtime_id:
+                return spec
+        raise KeyError(runtime_id)
+
+    def cluster_controller_of(self, runtime_id: str) -> RuntimeSpec:
+        """The runtime itself if it is a cluster controller, else the one it connects to."""
+        spec = self.runtime(runtime_id)
+        return spec if spec.cc is None else self.runtime(spec.cc)
+
+
+def freeze(value: Any) -> Any:
+    """A read-only copy: mappings become MappingProxyType, lists become tuples."""
+    if isinstance(value, Mapping):
+        return MappingProxyType({k: freeze(v) for k, v in value.items()})
+    if isinstance(value, (list, tuple)):
+        return tuple(freeze(v) for v in value)
+    return value
+
+
+def thaw(value: Any) -> Any:
+    """Plain dicts and lists again, e.g. to compare an expected result with a decoded reply."""
+    if isinstance(value, Mapping):
+        return {k: thaw(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [thaw(v) for v in value]
+    return value
