@@ -84,6 +84,8 @@ def config_text(port: int, password_file: Path, persistence_dir: Path) -> str:
             "allow_anonymous false",
             f"password_file {password_file}",
             "max_queued_messages 0",
+            # Small joynr frames must not wait for the peer's delayed ACK (~40 ms a hop).
+            "set_tcp_nodelay true",
             "persistence true",
             f"persistence_location {persistence_dir}/",
             "persistence_file mosquitto.db",
