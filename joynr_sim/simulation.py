@@ -5,7 +5,8 @@
         app = await sim.libjoynr("app1", cc1)
 
 Every runtime it starts writes its trace under ``<run_dir>/trace/``; the broker set traces
-as runtime ``brokers``. Closing stops every runtime gracefully, then the brokers.
+as runtime ``brokers``. Every backend gets a GCD instance (runtime ``gcd-<gbid>``), all on
+one store. Closing stops every runtime gracefully, then the brokers.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from .clock import SimClock
 from .core.address import Address
 from .runtime.base import Runtime
 from .runtime.cluster_controller import ClusterController
+from .runtime.gcd_service import GcdService
 from .runtime.libjoynr import LibjoynrRuntime
 from .trace import TraceWriter
 
@@ -36,6 +38,7 @@ class Simulation:
         run_id: str | None = None,
         clock: SimClock | None = None,
         max_hops: int = 32,
+        gcd_store: str | None = None,
     ) -> None:
         self.run_dir = Path(run_dir)
         self.run_id = run_id or uuid.uuid4().hex[:12]
@@ -50,10 +53,23 @@ class Simulation:
             trace=TraceWriter(self.run_dir, self.run_id, "brokers", "broker", self.clock),
         )
         self.runtimes: dict[str, Runtime] = {}
+        # All GCD instances share one store: SQLite in the run directory unless a URL is given.
+        self.gcd_store = gcd_store or str(self.run_dir / "gcd.sqlite")
+        self.gcds: dict[str, GcdService] = {}
 
     async def __aenter__(self) -> "Simulation":
-        await self.brokers.start()
+        await self.start()
         return self
+
+    async def start(self) -> None:
+        """Brokers first, then a GCD instance per backend."""
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        await self.brokers.start()
+        for gbid in self.gbids:
+            gcd = GcdService(gbid, self.gbids, self.brokers, store_url=self.gcd_store, **self._common())
+            self._adopt(gcd)
+            self.gcds[gbid] = gcd
+            await gcd.start()
 
     async def __aexit__(
         self,
@@ -105,8 +121,10 @@ class Simulation:
         return runtime
 
     async def close(self) -> None:
-        # libjoynr runtimes first, so they can still unregister through their cluster controller.
-        ordered = sorted(self.runtimes.values(), key=lambda r: r.kind != "libjoynr")
+        # libjoynr runtimes first, so they can still unregister through their cluster
+        # controller, and the GCD instances last, so cluster controllers can unregister there.
+        order = {"libjoynr": 0, "cluster-controller": 1, "gcd": 2}
+        ordered = sorted(self.runtimes.values(), key=lambda r: order[r.kind])
         for runtime in ordered:
             await runtime.stop()
             runtime.trace.close()

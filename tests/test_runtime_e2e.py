@@ -35,7 +35,7 @@ async def topology(sim: Simulation):
     consumer = await sim.libjoynr("consumer", cc1)
     provider_app = await sim.libjoynr("provider-app", cc2)
     await provider_app.register_provider(
-        "dom", "joynrsim/Echo", EchoProvider(), participant_id=PROVIDER, is_globally_visible=True
+        "dom", "joynrsim/Echo", EchoProvider(), participant_id=PROVIDER, scope="GLOBAL"
     )
     proxy = await consumer.create_proxy("joynrsim/Echo", PROVIDER)
     return cc1, cc2, consumer, provider_app, proxy
@@ -107,7 +107,7 @@ async def test_provider_runtime_crash_times_out_then_restart_recovers(tmp_path, 
 
         await provider_app.restart()
         await provider_app.register_provider(
-            "dom", "joynrsim/Echo", EchoProvider(), participant_id=PROVIDER, is_globally_visible=True
+            "dom", "joynrsim/Echo", EchoProvider(), participant_id=PROVIDER, scope="GLOBAL"
         )
         assert await proxy.call("echo", "after", ttl_ms=10_000) == "after"
 

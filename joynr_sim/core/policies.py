@@ -27,7 +27,7 @@ RUNTIME_KINDS = (CLUSTER_CONTROLLER, LIBJOYNR)
 
 # Where a put comes from. gcd-trust trusts only ORIGIN_GCD; the others ignore it.
 ORIGIN_GCD = "gcd"
-ORIGINS = ("provisioned", "registration", "routing-provider", ORIGIN_GCD, "reply-to", "local")
+ORIGINS = ("provisioned", "registration", "routing-provider", ORIGIN_GCD, "discovery", "reply-to", "local")
 
 
 @dataclass(frozen=True)

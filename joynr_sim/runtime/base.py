@@ -14,7 +14,7 @@ import asyncio
 import uuid
 from collections import OrderedDict
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from ..clock import SimClock
 from ..core.address import Address, InProcessAddress, describe, type_name
@@ -25,6 +25,13 @@ from ..core.message import (
     JoynrMessage,
     MessageDecodeError,
     decode,
+)
+from ..core.discovery import (
+    DiscoveryEntry,
+    DiscoveryEntryWithMetaInfo,
+    DiscoveryScope,
+    ProviderQos,
+    Version,
 )
 from ..core.routing import RoutingDecision, RoutingEntry, RoutingTable
 from ..trace import TraceWriter
@@ -47,6 +54,11 @@ DEFAULT_TTL_MS = 60_000
 # Routing entries made by registration and provisioning live as long as the runtime.
 FOREVER_MS = 2**62
 _DELIVERED_MEMORY = 100_000
+DISCOVERY_ENTRY_EXPIRY_MS = 3_628_800_000  # joynr's default: six weeks
+
+
+class DiscoveryException(JoynrRuntimeException):
+    """A lookup found no provider (joynr's DiscoveryException)."""
 
 
 class Runtime:
@@ -85,6 +97,10 @@ class Runtime:
         self._pending: dict[str, asyncio.Future] = {}
         self.providers: dict[str, ProviderSkeleton] = {}
         self.proxies: dict[str, ProxySkeleton] = {}
+        self._on_reset()
+
+    def _on_reset(self) -> None:
+        """Subclasses drop their own in-memory state here."""
 
     def _make_table(self) -> RoutingTable:
         raise NotImplementedError
@@ -96,6 +112,7 @@ class Runtime:
         self._loop = asyncio.get_running_loop()
         await self._start_transports()
         self.running = True
+        self._on_started()
         self._unsubscribe_clock = self.clock.on_advance(self._on_clock_advance)
         self._spawn(self._purge_periodically())
         self.trace.emit("life.start", target=self.runtime_id, target_kind=self.kind, **self._life_fields())
@@ -156,6 +173,9 @@ class Runtime:
 
     def _life_fields(self) -> dict[str, Any]:
         return {}
+
+    def _on_started(self) -> None:
+        """Connections are up: start what runs in the background."""
 
     async def _start_transports(self) -> None:
         raise NotImplementedError
@@ -288,7 +308,9 @@ class Runtime:
         self.trace_msg("msg.deliver", msg)
         if isinstance(skeleton, ProviderSkeleton) and msg.type in (REQUEST, ONE_WAY):
             self._spawn(self._invoke(skeleton, msg))
-        elif isinstance(skeleton, ProxySkeleton) and msg.type == REPLY:
+        elif msg.type == REPLY:
+            # Any local participant may have called: a proxy, or the runtime's own
+            # discovery and routing clients.
             future = self._pending.pop(msg.header(REQUEST_REPLY_ID) or "", None)
             if future is not None and not future.done():
                 future.set_result(msg.payload)
@@ -329,29 +351,49 @@ class Runtime:
         interface_name: str,
         implementation: Any,
         participant_id: str | None = None,
-        is_globally_visible: bool = False,
+        scope: str = "GLOBAL",
+        gbids: Sequence[str] | None = None,
+        priority: int = 0,
     ) -> ProviderSkeleton:
+        """Register a provider: InProcess here, announced to the parent router, then in
+        the local capabilities directory (and the GCD for scope GLOBAL). A registration
+        that fails leaves nothing behind."""
         pid = participant_id or self.new_participant_id()
+        now = self.clock.now_ms()
+        entry = DiscoveryEntry(
+            pid, domain, interface_name, Version(1, 0), ProviderQos(priority=priority, scope=scope),
+            now, now + DISCOVERY_ENTRY_EXPIRY_MS,
+        )
         skeleton = ProviderSkeleton(pid, domain, interface_name, implementation)
+        visible = entry.qos.is_global
         result = self.table.put(
-            pid, RoutingEntry(InProcessAddress(skeleton), is_globally_visible, FOREVER_MS), "registration"
+            pid, RoutingEntry(InProcessAddress(skeleton), visible, FOREVER_MS), "registration"
         )
         if result.outcome == "refused":
             raise RuntimeError(f"participant {pid!r}: routing entry refused ({result.reason})")
         self.providers[pid] = skeleton
-        await self._announce_participant(pid, is_globally_visible)
+        try:
+            await self._announce_participant(pid, visible)
+            await self._discovery_add(entry, gbids)
+        except BaseException:
+            self.providers.pop(pid, None)
+            self.table.remove(pid)
+            await self._withdraw_participant(pid)
+            raise
         return skeleton
 
     async def unregister_provider(self, participant_id: str) -> None:
         if self.providers.pop(participant_id, None) is None:
             raise KeyError(f"participant_id: no provider {participant_id!r} in {self.runtime_id}")
+        await self._discovery_remove(participant_id)
         self.table.remove(participant_id)
         await self._withdraw_participant(participant_id)
 
     async def create_proxy(
         self, interface_name: str, provider_participant_id: str, is_globally_visible: bool = False
     ) -> "Proxy":
-        """A proxy always gets a fresh participant id, so it never collides with an entry."""
+        """A proxy for a provider whose route is already known (provisioned), no discovery.
+        A proxy always gets a fresh participant id, so it never collides with an entry."""
         skeleton = ProxySkeleton(self.new_participant_id(), interface_name, provider_participant_id)
         self.table.put(
             skeleton.participant_id,
@@ -362,11 +404,57 @@ class Runtime:
         await self._announce_participant(skeleton.participant_id, is_globally_visible)
         return Proxy(self, skeleton)
 
+    async def discover_proxy(
+        self,
+        interface_name: str,
+        domain: str | None = None,
+        *,
+        participant_id: str | None = None,
+        scope: DiscoveryScope | str = DiscoveryScope.LOCAL_THEN_GLOBAL,
+        gbids: Sequence[str] | None = None,
+        cache_max_age_ms: int = 0,
+    ) -> "Proxy":
+        """Build a proxy through discovery, by domain or by a fixed provider participant id.
+        Modeled discovery errors (e.g. NO_ENTRY_FOR_SELECTED_BACKENDS) reach the caller as
+        DiscoveryErrorException; no provider at all as DiscoveryException."""
+        if (domain is None) == (participant_id is None):
+            raise ValueError("discover_proxy: give exactly one of domain and participant_id")
+        if participant_id is not None:
+            entries = [await self._discovery_lookup_participant(participant_id, scope, gbids, cache_max_age_ms)]
+        else:
+            entries = await self._discovery_lookup([domain], interface_name, scope, gbids, cache_max_age_ms)
+        entries = [e for e in entries if e.interface_name == interface_name]
+        if not entries:
+            raise DiscoveryException(
+                f"no provider of {interface_name} in domain {domain!r} for scope {scope}"
+            )
+        # joynr's highest-priority arbitration; a local provider wins a tie.
+        chosen = max(entries, key=lambda e: (e.qos.priority, e.is_local, e.participant_id))
+        self._route_to_discovered(chosen)
+        visible = not chosen.is_local
+        return await self.create_proxy(interface_name, chosen.participant_id, visible)
+
+    def _route_to_discovered(self, entry: DiscoveryEntryWithMetaInfo) -> None:
+        """A libjoynr runtime reaches every discovered provider through its cluster
+        controller; a cluster controller has its routes from the lookup itself."""
+
     async def _announce_participant(self, participant_id: str, is_globally_visible: bool) -> None:
         """Tell the parent router (cluster controller) about a new local participant."""
 
     async def _withdraw_participant(self, participant_id: str) -> None:
         """Tell the parent router that a local participant went away."""
+
+    async def _discovery_add(self, entry: DiscoveryEntry, gbids: Sequence[str] | None) -> None:
+        raise NotImplementedError
+
+    async def _discovery_remove(self, participant_id: str) -> None:
+        raise NotImplementedError
+
+    async def _discovery_lookup(self, domains, interface_name, scope, gbids, cache_max_age_ms):
+        raise NotImplementedError
+
+    async def _discovery_lookup_participant(self, participant_id, scope, gbids, cache_max_age_ms):
+        raise NotImplementedError
 
     async def request(
         self,

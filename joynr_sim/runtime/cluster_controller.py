@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import replace
-from typing import Any, Iterable, Protocol
+from typing import Any, Iterable, Protocol, Sequence
 
 from ..core.address import (
     Address,
@@ -24,10 +24,19 @@ from ..core.message import (
     JoynrMessage,
     encode,
 )
+from ..core.discovery import DiscoveryEntry
 from ..core.routing import RoutingEntry, RoutingTable
 from ..transport.mqtt import MqttConnection, unicast_topic
 from ..transport.websocket import WebSocketServer
 from .base import FOREVER_MS, Runtime
+from .discovery import (
+    DEFAULT_FRESHNESS_INTERVAL_MS,
+    DISCOVERY_INTERFACE,
+    GCD_PARTICIPANT_ID,
+    GCD_TOPIC,
+    DiscoveryProvider,
+    LocalDiscovery,
+)
 from .participants import ProviderSkeleton
 
 # Requests whose replies come back to the sender: their replyTo teaches the receiver a route.
@@ -82,7 +91,11 @@ class ClusterController(Runtime):
         *,
         runtime_id: str | None = None,
         provisioned: Iterable[tuple[str, Address, bool]] = (),
-        gcd_participant_id: str | None = None,
+        websocket: bool = True,
+        discovery: bool = True,
+        old_joynr: bool = False,
+        freshness_interval_ms: int = DEFAULT_FRESHNESS_INTERVAL_MS,
+        remove_stale_delay_ms: int = 0,
         **kwargs: Any,
     ) -> None:
         self.cc_id = cc_id
@@ -95,11 +108,18 @@ class ClusterController(Runtime):
         self.topic = cc_id
         self.client_id = cc_id  # joynr derives the MQTT client id from the persisted CC id
         self.provisioned = tuple(provisioned)
-        self.gcd_participant_id = gcd_participant_id
         self.routing_provider_id = routing_provider_participant_id(cc_id)
+        self.websocket = websocket
+        self.old_joynr = old_joynr
         self.mqtt: dict[str, MqttConnection] = {}
         self.ws_server: WebSocketServer | None = None
         self.ws_port = 0
+        self.discovery: LocalDiscovery | None = None
+        if discovery:
+            self.discovery = LocalDiscovery(
+                self, old_joynr=old_joynr, freshness_interval_ms=freshness_interval_ms,
+                remove_stale_delay_ms=remove_stale_delay_ms,
+            )
         super().__init__(runtime_id or cc_id, **kwargs)
 
     @property
@@ -119,7 +139,7 @@ class ClusterController(Runtime):
             policy=self.policy,
             own_addresses=[self.global_address(g) for g in self.gbids],
             known_gbids=self.gbids,
-            gcd_participant_id=self.gcd_participant_id,
+            gcd_participant_id=GCD_PARTICIPANT_ID,
             clock=self.clock.now_ms,
         )
 
@@ -132,19 +152,24 @@ class ClusterController(Runtime):
         }
 
     # -- transports ------------------------------------------------------------------
+    def _on_reset(self) -> None:
+        if self.discovery is not None:
+            self.discovery.reset()
+
     async def _start_transports(self) -> None:
         self._provision()
-        self.ws_server = WebSocketServer(
-            on_frame=lambda client, frame: self.receive_frame(frame, "ws", source=client),
-            on_client=lambda client: None,
-            on_client_gone=self._on_client_gone,
-            on_bad_handshake=lambda detail: self.trace_msg(
-                "msg.drop", None, reason="decode-error", via="ws", gbid=None, detail=detail
-            ),
-        )
-        # A restarted cluster controller listens where its libjoynr runtimes expect it.
-        await self.ws_server.start(port=self.ws_port)
-        self.ws_port = self.ws_server.port
+        if self.websocket:
+            self.ws_server = WebSocketServer(
+                on_frame=lambda client, frame: self.receive_frame(frame, "ws", source=client),
+                on_client=lambda client: None,
+                on_client_gone=self._on_client_gone,
+                on_bad_handshake=lambda detail: self.trace_msg(
+                    "msg.drop", None, reason="decode-error", via="ws", gbid=None, detail=detail
+                ),
+            )
+            # A restarted cluster controller listens where its libjoynr runtimes expect it.
+            await self.ws_server.start(port=self.ws_port)
+            self.ws_port = self.ws_server.port
         loop = asyncio.get_running_loop()
         for gbid in self.gbids:
             host, port = self.brokers.endpoint(gbid)
@@ -162,6 +187,10 @@ class ClusterController(Runtime):
             conn.start()
         await asyncio.gather(*(c.wait_connected(CONNECT_TIMEOUT_S) for c in self.mqtt.values()))
 
+    def _on_started(self) -> None:
+        if self.discovery is not None:
+            self.discovery.on_start()
+
     def _provision(self) -> None:
         routing = ProviderSkeleton(
             self.routing_provider_id, "io.joynr", RoutingProvider.interface_name, RoutingProvider(self)
@@ -170,8 +199,46 @@ class ClusterController(Runtime):
             self.routing_provider_id, RoutingEntry(InProcessAddress(routing), False, FOREVER_MS, True),
             "provisioned",
         )
+        if self.discovery is not None:
+            # Every backend has a GCD; lookup(GCD, gbid) gives this topic on that broker.
+            self.table.put(
+                GCD_PARTICIPANT_ID,
+                RoutingEntry(MqttAddress(self.default_gbid, GCD_TOPIC), False, FOREVER_MS, True),
+                "provisioned",
+            )
+            provider = ProviderSkeleton(
+                self.discovery.participant_id, "io.joynr", DISCOVERY_INTERFACE,
+                DiscoveryProvider(self.discovery),
+            )
+            self.table.put(
+                self.discovery.participant_id,
+                RoutingEntry(InProcessAddress(provider), False, FOREVER_MS, True), "provisioned",
+            )
         for participant_id, address, visible in self.provisioned:
             self.table.put(participant_id, RoutingEntry(address, visible, FOREVER_MS, True), "provisioned")
+
+    def purge(self, now_ms: int | None = None) -> None:
+        super().purge(now_ms)
+        if self.running and self.discovery is not None:
+            self.discovery.tick(self.clock.now_ms() if now_ms is None else now_ms)
+
+    # -- discovery -------------------------------------------------------------------
+    def _require_discovery(self) -> LocalDiscovery:
+        if self.discovery is None:
+            raise RuntimeError(f"{self.runtime_id}: runs without discovery")
+        return self.discovery
+
+    async def _discovery_add(self, entry: DiscoveryEntry, gbids: Sequence[str] | None) -> None:
+        await self._require_discovery().add(entry, gbids)
+
+    async def _discovery_remove(self, participant_id: str) -> None:
+        await self._require_discovery().remove(participant_id)
+
+    async def _discovery_lookup(self, domains, interface_name, scope, gbids, cache_max_age_ms):
+        return await self._require_discovery().lookup(domains, interface_name, scope, gbids, cache_max_age_ms)
+
+    async def _discovery_lookup_participant(self, participant_id, scope, gbids, cache_max_age_ms):
+        return await self._require_discovery().lookup_participant(participant_id, scope, gbids, cache_max_age_ms)
 
     async def _stop_transports(self) -> None:
         if self.ws_server is not None:

@@ -10,19 +10,22 @@ for a participant this runtime does not know waits while it asks the cluster con
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Any, Sequence
 
 from ..core.address import (
     Address, InProcessAddress, WebSocketAddress, WebSocketClientAddress, to_json,
 )
 from ..core.message import REQUEST, JoynrMessage, encode
+from ..core.discovery import DiscoveryEntry, DiscoveryEntryWithMetaInfo
 from ..core.routing import RoutingEntry, RoutingTable
 from ..transport.websocket import WebSocketClient
 from .base import FOREVER_MS, Runtime
 from .cluster_controller import RoutingProvider, routing_provider_participant_id
-from .participants import JoynrRuntimeException, ProxySkeleton
+from .discovery import discovery_provider_participant_id, to_discovery_error
+from .participants import ApplicationException, JoynrRuntimeException, ProxySkeleton
 
 ROUTING_CALL_TTL_MS = 10_000
+DISCOVERY_CALL_TTL_MS = 30_000  # covers the cluster controller's own call to the GCD
 RECONNECT_INTERVAL_S = 0.1
 
 
@@ -33,6 +36,7 @@ class LibjoynrRuntime(Runtime):
         self.cc_id = cc_id
         self.cc_address = cc_address
         self.routing_provider_id = routing_provider_participant_id(cc_id)
+        self.discovery_provider_id = discovery_provider_participant_id(cc_id)
         self.ws: WebSocketClient | None = None
         self._resolving: set[str] = set()
         super().__init__(runtime_id, **kwargs)
@@ -49,9 +53,10 @@ class LibjoynrRuntime(Runtime):
 
     # -- transports ------------------------------------------------------------------
     async def _start_transports(self) -> None:
-        self.table.put(
-            self.routing_provider_id, RoutingEntry(self.cc_address, False, FOREVER_MS, True), "provisioned"
-        )
+        for provisioned in (self.routing_provider_id, self.discovery_provider_id):
+            self.table.put(
+                provisioned, RoutingEntry(self.cc_address, False, FOREVER_MS, True), "provisioned"
+            )
         # The runtime's own participant, the sender of its calls to the routing provider.
         internal = ProxySkeleton(self.runtime_id, RoutingProvider.interface_name, self.routing_provider_id)
         self.table.put(
@@ -138,3 +143,48 @@ class LibjoynrRuntime(Runtime):
         if self.ws is None or not self.ws.connected:
             return  # a cluster controller that is gone has forgotten the participant anyway
         await self._routing_call("removeNextHop", [participant_id])
+
+    # -- the cluster controller's discovery provider -------------------------------------
+    async def _discovery_call(self, method: str, params: list[Any]) -> Any:
+        try:
+            return await self.request(
+                self.runtime_id, self.discovery_provider_id, method, params, DISCOVERY_CALL_TTL_MS
+            )
+        except ApplicationException as exc:
+            raise to_discovery_error(exc) from None
+
+    async def _discovery_add(self, entry: DiscoveryEntry, gbids: Sequence[str] | None) -> None:
+        await self._discovery_call("add", [entry.to_wire(), list(gbids) if gbids else None])
+
+    async def _discovery_remove(self, participant_id: str) -> None:
+        if self.ws is None or not self.ws.connected:
+            return
+        await self._discovery_call("remove", [participant_id])
+
+    async def _discovery_lookup(self, domains, interface_name, scope, gbids, cache_max_age_ms):
+        found = await self._discovery_call(
+            "lookup", [list(domains), interface_name, _scope_name(scope), list(gbids) if gbids else None,
+                       cache_max_age_ms],
+        )
+        return [DiscoveryEntryWithMetaInfo.from_wire(e) for e in found]
+
+    async def _discovery_lookup_participant(self, participant_id, scope, gbids, cache_max_age_ms):
+        found = await self._discovery_call(
+            "lookupParticipant", [participant_id, _scope_name(scope), list(gbids) if gbids else None,
+                                  cache_max_age_ms],
+        )
+        return DiscoveryEntryWithMetaInfo.from_wire(found)
+
+    def _route_to_discovered(self, entry: DiscoveryEntryWithMetaInfo) -> None:
+        # Seed 000: a discovered provider is reached through the cluster controller's
+        # WebSocketAddress; an InProcess entry of a provider in this runtime stays.
+        origin = "discovery" if entry.is_local else "gcd"
+        self.table.put(
+            entry.participant_id,
+            RoutingEntry(self.cc_address, not entry.is_local, entry.expiry_date_ms),
+            origin,
+        )
+
+
+def _scope_name(scope: Any) -> str:
+    return getattr(scope, "value", scope)

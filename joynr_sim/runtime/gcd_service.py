@@ -1,0 +1,201 @@
+"""The Global Capabilities Directory service: one instance per GBID, each a joynr provider on
+that backend's broker, all on one shared store.
+
+An instance is a cluster-controller-like runtime (kind ``gcd``) with one MQTT connection,
+no WebSocket server and the GCD provider in process, under joynr's default participant id
+and topic. Store calls run on one worker thread of the instance, so a slow store never
+blocks the event loop and SQLite keeps its connection on one thread.
+
+Wire methods are the logic's method names: ``add``, ``add_old``, ``lookup_domains``,
+``lookup_domains_old``, ``lookup_participant``, ``lookup_participant_old``, ``remove``,
+``remove_old``, ``remove_stale``, ``touch``; entries travel in their wire form. A modeled
+error becomes an ApplicationException reply carrying the DiscoveryError's name; a malformed
+entry or argument a ProviderRuntimeException naming the field.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Callable
+
+from ..core.address import InProcessAddress
+from ..core.discovery import (
+    DiscoveryErrorException,
+    GlobalDiscoveryEntry,
+    InvalidDiscoveryArgument,
+    InvalidDiscoveryEntry,
+)
+from ..core.errors import ApplicationException, ProviderRuntimeException
+from ..core.gcd import GlobalCapabilitiesDirectory
+from ..core.routing import RoutingEntry
+from ..store.gcd_store import open_gcd_store
+from .base import FOREVER_MS
+from .cluster_controller import ClusterController
+from .participants import ProviderSkeleton
+
+GCD_PARTICIPANT_ID = "capabilitiesdirectory_participantid"
+GCD_TOPIC = "discoverydirectory_channelid"
+GCD_INTERFACE = "infrastructure/GlobalCapabilitiesDirectory"
+
+
+def gcd_runtime_id(gbid: str) -> str:
+    return f"gcd-{gbid}"
+
+
+class GcdProvider:
+    """The provider's methods: run the logic on the worker thread, trace, map errors."""
+
+    interface_name = GCD_INTERFACE
+
+    def __init__(self, service: "GcdService") -> None:
+        self._service = service
+
+    async def add(self, entry: dict, gbids: list) -> None:
+        cc = _cc_of(entry)
+        await self._call("gcd.add", "add", dict(participant=_pid_of(entry), gbids=gbids, cc=cc),
+                         lambda g: g.add(entry, gbids))
+
+    async def add_old(self, entries: list) -> None:
+        own = [self._service.gbid]
+        for entry in entries if isinstance(entries, list) else [entries]:
+            await self._call("gcd.add", "add_old",
+                             dict(participant=_pid_of(entry), gbids=own, cc=_cc_of(entry)),
+                             lambda g, e=entry: g.add_old([e]))
+
+    async def lookup_domains(self, domains: list, interfaceName: str, gbids: list) -> list:
+        return await self._lookup("lookup_domains", gbids, dict(domains=domains, interface=interfaceName),
+                                  lambda g: g.lookup_domains(domains, interfaceName, gbids))
+
+    async def lookup_domains_old(self, domains: list, interfaceName: str) -> list:
+        return await self._lookup("lookup_domains_old", [self._service.gbid],
+                                  dict(domains=domains, interface=interfaceName),
+                                  lambda g: g.lookup_domains_old(domains, interfaceName))
+
+    async def lookup_participant(self, participantId: str, gbids: list) -> dict:
+        found = await self._lookup("lookup_participant", gbids, dict(participant=participantId),
+                                   lambda g: [g.lookup_participant(participantId, gbids)])
+        return found[0]
+
+    async def lookup_participant_old(self, participantId: str) -> dict:
+        found = await self._lookup("lookup_participant_old", [self._service.gbid],
+                                   dict(participant=participantId),
+                                   lambda g: [g.lookup_participant_old(participantId)])
+        return found[0]
+
+    async def remove(self, participantId: str, gbids: list) -> None:
+        await self._call("gcd.remove", "remove", dict(participant=participantId, gbids=gbids),
+                         lambda g: g.remove(participantId, gbids), removed=True)
+
+    async def remove_old(self, participantIds: list) -> None:
+        await self._call("gcd.remove", "remove_old",
+                         dict(participant=participantIds, gbids=[self._service.gbid]),
+                         lambda g: g.remove_old(participantIds), removed=True)
+
+    async def remove_stale(self, clusterControllerId: str, maxLastSeenDateMs: int) -> None:
+        await self._call("gcd.remove_stale", "remove_stale",
+                         dict(cc=clusterControllerId, max_last_seen=maxLastSeenDateMs),
+                         lambda g: g.remove_stale(clusterControllerId, maxLastSeenDateMs),
+                         removed=True)
+
+    async def touch(self, clusterControllerId: str, participantIds: list | None = None) -> None:
+        await self._call("gcd.touch", "touch", dict(cc=clusterControllerId, participants=participantIds),
+                         lambda g: g.touch(clusterControllerId, participantIds))
+
+    # -- plumbing --------------------------------------------------------------------
+    async def _lookup(self, op: str, gbids: list, fields: dict, fn: Callable) -> list:
+        entries: list[GlobalDiscoveryEntry] = await self._call(
+            "gcd.lookup", op, dict(gbids=gbids, **fields), fn, lookup=True
+        )
+        return [e.to_wire() for e in entries]
+
+    async def _call(self, ev: str, op: str, fields: dict, fn: Callable, *, removed: bool = False,
+                    lookup: bool = False) -> Any:
+        service = self._service
+        try:
+            result = await service.run(fn)
+        except DiscoveryErrorException as exc:
+            service.trace.emit(ev, op=op, **fields, error=exc.error.value)
+            raise ApplicationException(exc.error.value, str(exc)) from None
+        except (InvalidDiscoveryEntry, InvalidDiscoveryArgument, ProviderRuntimeException) as exc:
+            service.trace.emit(ev, op=op, **fields, error=type(exc).__name__, detail=str(exc))
+            raise ProviderRuntimeException(str(exc)) from None
+        extra: dict[str, Any] = {}
+        if removed:
+            extra["removed"] = [list(key) for key in result]
+        if lookup:
+            extra["result"] = [
+                {"participant": e.participant_id, "gbid": getattr(e.address, "broker_uri", None)}
+                for e in result
+            ]
+        service.trace.emit(ev, op=op, **fields, **extra, error=None)
+        return result
+
+
+def _pid_of(entry: Any) -> Any:
+    return entry.get("participantId") if isinstance(entry, dict) else None
+
+
+def _cc_of(entry: Any) -> str | None:
+    """The cluster-controller id is the topic of the entry's MqttAddress, if it parses."""
+    try:
+        return getattr(GlobalDiscoveryEntry.from_wire(entry).address, "topic", None)
+    except (InvalidDiscoveryEntry, ValueError):
+        return None
+
+
+class GcdService(ClusterController):
+    kind = "gcd"
+
+    def __init__(self, gbid: str, known_gbids: list[str], brokers: Any, *, store_url: str, **kwargs: Any) -> None:
+        self.gbid = gbid
+        self.known_gbids = list(known_gbids)
+        self.store_url = store_url
+        self._executor: ThreadPoolExecutor | None = None
+        self._gcd: GlobalCapabilitiesDirectory | None = None
+        super().__init__(
+            GCD_TOPIC, [gbid], brokers, runtime_id=gcd_runtime_id(gbid), websocket=False,
+            discovery=False, **kwargs,
+        )
+
+    async def run(self, fn: Callable[[GlobalCapabilitiesDirectory], Any]) -> Any:
+        """Run a GCD call on the worker thread that owns the store connection."""
+        if self._executor is None:
+            raise ProviderRuntimeException(f"GCD {self.gbid} is not running")
+        return await asyncio.get_running_loop().run_in_executor(self._executor, lambda: fn(self._gcd))
+
+    def _open(self) -> None:
+        self._gcd = GlobalCapabilitiesDirectory(
+            store=open_gcd_store(self.store_url), own_gbid=self.gbid,
+            known_gbids=self.known_gbids, clock=self.clock.now_ms,
+        )
+
+    async def _start_transports(self) -> None:
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=self.runtime_id)
+        await asyncio.get_running_loop().run_in_executor(self._executor, self._open)
+        await super()._start_transports()
+        skeleton = ProviderSkeleton(GCD_PARTICIPANT_ID, "io.joynr", GCD_INTERFACE, GcdProvider(self))
+        self.table.put(
+            GCD_PARTICIPANT_ID, RoutingEntry(InProcessAddress(skeleton), True, FOREVER_MS, True),
+            "provisioned",
+        )
+
+    def _close(self) -> None:
+        executor, self._executor = self._executor, None
+        if executor is not None:
+            gcd = self._gcd
+            executor.submit(lambda: gcd.store.close() if gcd is not None else None)
+            executor.shutdown(wait=True)
+
+    async def _stop_transports(self) -> None:
+        await super()._stop_transports()
+        await asyncio.to_thread(self._close)
+
+    async def _abort_transports(self) -> None:
+        await super()._abort_transports()
+        await asyncio.to_thread(self._close)
+
+    def purge(self, now_ms: int | None = None) -> None:
+        super().purge(now_ms)
+        if self.running and self._executor is not None:
+            self._spawn(self.run(lambda g: g.purge_expired()))

@@ -1,0 +1,148 @@
+"""Global discovery end to end: GCD instances per GBID on real brokers, one shared store."""
+
+from __future__ import annotations
+
+import pytest
+
+from joynr_sim.core.address import MqttAddress
+from joynr_sim.core.discovery import DiscoveryError, DiscoveryErrorException
+from joynr_sim.core.errors import ProviderRuntimeException
+from joynr_sim.runtime.base import DiscoveryException
+from joynr_sim.runtime.discovery import GCD_PARTICIPANT_ID
+from joynr_sim.runtime.participants import EchoProvider
+from joynr_sim.simulation import Simulation
+from test_runtime_e2e import events, until
+
+GBIDS = ["gbid1", "gbid2"]
+
+
+async def gcd_rows(sim: Simulation, participant_id: str) -> set[str]:
+    """The GBIDs the shared store holds a registration of the participant in."""
+    def rows(gcd):
+        return {r.gbid for r in gcd.store.all_rows() if r.entry.participant_id == participant_id}
+    return await sim.gcds["gbid1"].run(rows)
+
+
+@pytest.mark.parametrize("broker", ["amqtt", "mosquitto"])
+async def test_provider_in_both_backends_is_found_through_the_reachable_one(tmp_path, broker):
+    async with Simulation(tmp_path, gbids=GBIDS, broker=broker) as sim:
+        ccp = await sim.cluster_controller("ccp", GBIDS)
+        provider_app = await sim.libjoynr("provider-app", ccp)
+        await provider_app.register_provider(
+            "dom", "joynrsim/Echo", EchoProvider(), participant_id="lc-provider", gbids=GBIDS
+        )
+        assert await gcd_rows(sim, "lc-provider") == {"gbid1", "gbid2"}
+
+        for cc_id, gbids in (("cc-both", GBIDS), ("cc-one", ["gbid2"])):
+            cc = await sim.cluster_controller(cc_id, gbids)
+            app = await sim.libjoynr(f"app-{cc_id}", cc)
+            proxy = await app.discover_proxy("joynrsim/Echo", "dom", scope="GLOBAL_ONLY")
+            assert proxy.provider_participant_id == "lc-provider"
+            assert await proxy.call("echo", cc_id, ttl_ms=10_000) == cc_id
+            # The lookup result became a routing entry through the backend the CC can reach.
+            entry = cc.table.lookup("lc-provider")
+            assert entry.address == MqttAddress(gbids[0], "ccp") and entry.is_globally_visible
+            # The libjoynr runtime reaches it through its cluster controller.
+            assert app.table.lookup("lc-provider").address == cc.ws_address
+
+    lookups = events(tmp_path, "gcd.lookup", op="lookup_domains")
+    assert {e["rt"]: e["result"] for e in lookups} == {
+        "gcd-gbid1": [{"participant": "lc-provider", "gbid": "gbid1"}],
+        "gcd-gbid2": [{"participant": "lc-provider", "gbid": "gbid2"}],
+    }
+
+
+async def test_selected_backend_without_the_provider_and_old_joynr(tmp_path):
+    async with Simulation(tmp_path, gbids=GBIDS, broker="mosquitto") as sim:
+        ccp = await sim.cluster_controller("ccp", GBIDS)
+        await ccp.register_provider("dom", "joynrsim/Echo", EchoProvider(), participant_id="lu", gbids=["gbid2"])
+        consumer_cc = await sim.cluster_controller("consumer", GBIDS)
+        app = await sim.libjoynr("app", consumer_cc)
+
+        with pytest.raises(DiscoveryErrorException) as err:
+            await app.discover_proxy("joynrsim/Echo", participant_id="lu", gbids=["gbid1"], scope="GLOBAL_ONLY")
+        assert err.value.error is DiscoveryError.NO_ENTRY_FOR_SELECTED_BACKENDS
+        with pytest.raises(DiscoveryErrorException) as err:
+            await app.discover_proxy("joynrsim/Echo", "dom", gbids=["gbid1"], scope="GLOBAL_ONLY")
+        assert err.value.error is DiscoveryError.NO_ENTRY_FOR_SELECTED_BACKENDS
+        # Selecting gbid2 finds it.
+        proxy = await app.discover_proxy("joynrsim/Echo", "dom", gbids=["gbid2"], scope="GLOBAL_ONLY")
+        assert await proxy.call("echo", "via gbid2") == "via gbid2"
+
+        # An old cluster controller on gbid1 uses the old methods: only its own backend.
+        old = await sim.cluster_controller("old-cc", ["gbid1"], old_joynr=True)
+        with pytest.raises(DiscoveryException):
+            await old.discover_proxy("joynrsim/Echo", "dom", scope="GLOBAL_ONLY")
+        await old.register_provider("dom", "joynrsim/Echo", EchoProvider(), participant_id="old-provider")
+        assert await gcd_rows(sim, "old-provider") == {"gbid1"}
+        # ... and a new CC that selects gbid2 does not see the old CC's provider.
+        with pytest.raises(DiscoveryErrorException) as err:
+            await app.discover_proxy("joynrsim/Echo", participant_id="old-provider", gbids=["gbid2"],
+                                     scope="GLOBAL_ONLY")
+        assert err.value.error is DiscoveryError.NO_ENTRY_FOR_SELECTED_BACKENDS
+
+    ops = {(e["rt"], e["op"]) for e in events(tmp_path) if e["ev"].startswith("gcd.")}
+    assert ("gcd-gbid1", "add_old") in ops and ("gcd-gbid1", "lookup_domains_old") in ops
+
+
+async def test_restart_with_remove_stale_drops_the_previous_lifecycle(tmp_path):
+    async with Simulation(tmp_path, gbids=GBIDS, broker="amqtt") as sim:
+        cc = await sim.cluster_controller("cc1", GBIDS)
+        await cc.register_provider("dom", "joynrsim/Echo", EchoProvider(), participant_id="old-one", gbids=GBIDS)
+        assert await gcd_rows(sim, "old-one") == {"gbid1", "gbid2"}
+
+        await cc.crash()
+        sim.clock.advance(1_000)  # the next lifecycle starts strictly later
+        await cc.restart()
+        await cc.register_provider("dom", "joynrsim/Echo", EchoProvider(), participant_id="new-one", gbids=GBIDS)
+        # One removeStale per GBID after each start: the second lifecycle makes it four.
+        await until(lambda: len(events(tmp_path, "lcd.remove_stale", rt="cc1")) == 4)
+        assert await gcd_rows(sim, "old-one") == set()
+        assert await gcd_rows(sim, "new-one") == {"gbid1", "gbid2"}
+
+    stale = events(tmp_path, "gcd.remove_stale", cc="cc1")
+    removed = sorted(tuple(r) for e in stale for r in e["removed"])
+    assert removed == [("old-one", "gbid1"), ("old-one", "gbid2")]
+
+
+async def test_touch_at_the_freshness_interval(tmp_path):
+    async with Simulation(tmp_path, gbids=GBIDS, broker="amqtt") as sim:
+        cc = await sim.cluster_controller("cc1", GBIDS, freshness_interval_ms=60_000)
+        await cc.register_provider("dom", "joynrsim/Echo", EchoProvider(), participant_id="p", gbids=GBIDS)
+        before = await sim.gcds["gbid1"].run(lambda g: g.lookup_participant("p", ["gbid1"]).last_seen_date_ms)
+        sim.clock.advance(60_000)
+        await until(lambda: len(events(tmp_path, "gcd.touch", cc="cc1")) == 2)
+        after = await sim.gcds["gbid1"].run(lambda g: g.lookup_participant("p", ["gbid1"]).last_seen_date_ms)
+        assert after >= before + 60_000
+        assert events(tmp_path, "gcd.touch", cc="cc1")[0]["participants"] == ["p"]
+
+
+async def test_bad_input_is_refused_and_changes_nothing(tmp_path):
+    async with Simulation(tmp_path, gbids=GBIDS, broker="amqtt") as sim:
+        cc = await sim.cluster_controller("cc1", GBIDS)
+        app = await sim.libjoynr("app", cc)
+        for gbids, error in (
+            (["gbid1", "gbid1"], DiscoveryError.INVALID_GBID),
+            ([""], DiscoveryError.INVALID_GBID),
+            (["nowhere"], DiscoveryError.UNKNOWN_GBID),
+        ):
+            with pytest.raises(DiscoveryErrorException) as err:
+                await app.register_provider("dom", "joynrsim/Echo", EchoProvider(), participant_id="p", gbids=gbids)
+            assert err.value.error is error
+            assert "p" not in app.table and "p" not in cc.table
+            assert await gcd_rows(sim, "p") == set()
+        # Nobody provides this interface.
+        with pytest.raises(DiscoveryException):
+            await app.discover_proxy("joynrsim/Counter", "dom")
+        # A malformed entry and a non-MQTT address sent to the GCD itself.
+        entry = {"participantId": "x", "domain": "d"}
+        with pytest.raises(ProviderRuntimeException, match="discovery entry field"):
+            await cc.request(cc.discovery.participant_id, GCD_PARTICIPANT_ID, "add", [entry, ["gbid1"]], gbid="gbid1")
+        await cc.register_provider("dom", "joynrsim/Echo", EchoProvider(), participant_id="good", gbids=["gbid1"])
+        wire = cc.discovery.lcd.global_entry("good").to_wire()
+        wire["address"] = '{"_typeName":"joynr.system.RoutingTypes.WebSocketClientAddress","id":"c"}'
+        wire["participantId"] = "ws-addressed"
+        with pytest.raises(ProviderRuntimeException, match="address"):
+            await cc.request(cc.discovery.participant_id, GCD_PARTICIPANT_ID, "add", [wire, ["gbid1"]], gbid="gbid1")
+        assert await gcd_rows(sim, "ws-addressed") == set()
+        assert await gcd_rows(sim, "x") == set()
