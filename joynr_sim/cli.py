@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from .core.address import ADDRESS_TYPES
@@ -41,12 +43,61 @@ def cmd_policies(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
+def cmd_list(args: argparse.Namespace, console: Console) -> int:
+    from .scenario.loader import ScenarioError, load_scenario, scenario_files
+
+    paths = args.paths or [Path("scenarios")]
+    missing = [p for p in paths if not Path(p).exists()]
+    if missing:
+        Console(stderr=True).print(
+            f"[red]joynr-sim list: no such file or folder: {escape(', '.join(map(str, missing)))}[/]")
+        return 2
+    table = Table(title="scenarios")
+    for name in ("name", "reproduces", "policy", "steps"):
+        table.add_column(name, overflow="fold")
+    broken = 0
+    for path in scenario_files(paths):
+        try:
+            s = load_scenario(path)
+        except ScenarioError as exc:
+            broken += 1
+            table.add_row(f"[red]{path.name}[/]", f"[red]{escape(str(exc))}[/]", "", "")
+            continue
+        table.add_row(s.name, escape(f"{s.reproduces.seed}: {s.reproduces.scenario}"), s.policy,
+                      str(len(s.steps)))
+    console.print(table)
+    return 1 if broken else 0
+
+
+def cmd_trace(args: argparse.Namespace, console: Console) -> int:
+    from .inspect import InspectError, print_trace
+
+    try:
+        print_trace(console, args.run, msg=args.msg, participant=args.participant,
+                    runtime=args.runtime)
+    except InspectError as exc:
+        Console(stderr=True).print(f"[red]joynr-sim trace: {escape(str(exc))}[/]", soft_wrap=True)
+        return 2
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="joynr-sim", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("policies", help="print the replace matrix of each routing policy")
     p.add_argument("--policy", choices=list(POLICIES), help="only this policy")
     p.set_defaults(func=cmd_policies)
+    p = sub.add_parser("list", help="list scenarios: name, seed scenario, policy, steps")
+    p.add_argument("paths", nargs="*", type=Path, metavar="PATH",
+                   help="scenario files or folders (default: ./scenarios)")
+    p.set_defaults(func=cmd_list)
+    p = sub.add_parser("trace", help="show a run's trace: a summary, one message, participant or runtime")
+    p.add_argument("run", metavar="RUN", help="a run directory (runs/<run-id>)")
+    only = p.add_mutually_exclusive_group()
+    only.add_argument("--msg", metavar="ID", help="the hops of one message and its reply (id or unique prefix)")
+    only.add_argument("--participant", metavar="ID", help="routing-table history and messages of a participant")
+    only.add_argument("--runtime", metavar="ID", help="a summary of one runtime's events")
+    p.set_defaults(func=cmd_trace)
     return parser
 
 

@@ -1,5 +1,6 @@
 """The scenario loader and the shipped JSON Schema: valid files load with defaults filled in;
-each kind of bad input names file, line and field; the schema agrees with the loader."""
+each kind of bad input names file, line and field; the schema agrees with the loader;
+``joynr-sim list`` shows them."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import jsonschema
 import pytest
 import yaml
 
+from joynr_sim.cli import main
 from joynr_sim.scenario import (
     RuntimeSpec,
     Scenario,
@@ -353,3 +355,49 @@ def test_shipped_schema_is_generated_from_the_loader_table() -> None:
 def test_schema_is_package_data() -> None:
     text = resources.files("joynr_sim.scenario").joinpath("scenario.schema.json").read_text()
     assert json.loads(text)["$schema"] == "https://json-schema.org/draft/2020-12/schema"
+
+
+# -- joynr-sim list --------------------------------------------------------------------------
+
+GOOD = """\
+name: listed-one
+reproduces: {seed: 000_65e83c7f1cb84fd7.txt, scenario: "An inprocess provider registers locally"}
+policy: local-remote
+backends: [gbid1]
+runtimes: [{id: cc1, kind: cluster-controller}]
+steps:
+  - register: {runtime: cc1, provider: p, domain: d, interface: joynrsim/Add, scope: LOCAL}
+  - advance: 10
+"""
+
+
+def _list(capsys, monkeypatch, *argv: str) -> tuple[int, str, str]:
+    monkeypatch.setenv("COLUMNS", "220")
+    code = main(["list", *argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_list_default_folder(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "scenarios").mkdir()
+    (tmp_path / "scenarios" / "one.yaml").write_text(GOOD)
+    monkeypatch.chdir(tmp_path)
+    code, out, err = _list(capsys, monkeypatch)
+    assert code == 0
+    row = next(line for line in out.splitlines() if "listed-one" in line)
+    assert "000_65e83c7f1cb84fd7.txt: An inprocess provider registers locally" in row
+    assert "local-remote" in row and row.rstrip(" │").endswith("2")
+
+
+def test_list_broken_file_exits_1(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "a.yaml").write_text(GOOD)
+    (tmp_path / "b.yaml").write_text(GOOD.replace("runtime: cc1, provider", "runtime: cc7, provider"))
+    code, out, err = _list(capsys, monkeypatch, str(tmp_path))
+    assert code == 1
+    assert "listed-one" in out
+    assert f"{tmp_path / 'b.yaml'}:7: steps[0].register.runtime: unknown runtime 'cc7'" in out
+
+
+def test_list_missing_path(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    code, out, err = _list(capsys, monkeypatch, str(tmp_path / "nope"))
+    assert code == 2 and "no such file or folder" in err
