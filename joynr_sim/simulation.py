@@ -39,6 +39,7 @@ class Simulation:
         clock: SimClock | None = None,
         max_hops: int = 32,
         gcd_store: str | None = None,
+        seed: int | None = None,
     ) -> None:
         self.run_dir = Path(run_dir)
         self.run_id = run_id or uuid.uuid4().hex[:12]
@@ -46,6 +47,7 @@ class Simulation:
         self.gbids = list(gbids)
         self.policy = policy
         self.max_hops = max_hops
+        self.seed = seed
         self.brokers = BrokerSet(
             self.gbids,
             broker=broker,
@@ -82,7 +84,7 @@ class Simulation:
     def _common(self) -> dict[str, Any]:
         return dict(
             run_dir=self.run_dir, run_id=self.run_id, clock=self.clock,
-            policy=self.policy, max_hops=self.max_hops,
+            policy=self.policy, max_hops=self.max_hops, seed=self.seed,
         )
 
     def _adopt(self, runtime: Runtime) -> None:

@@ -11,6 +11,7 @@ providers, which a scenario re-registers after a restart.
 from __future__ import annotations
 
 import asyncio
+import random
 import uuid
 from collections import OrderedDict
 from pathlib import Path
@@ -74,8 +75,11 @@ class Runtime:
         policy: str = "precedence",
         max_hops: int = DEFAULT_MAX_HOPS,
         purge_interval_ms: int = 1000,
+        seed: int | None = None,
     ) -> None:
         self.runtime_id = runtime_id
+        # Generated participant ids: reproducible when the run has a seed.
+        self.ids = random.Random(None if seed is None else f"{seed}:{runtime_id}")
         self.run_dir = Path(run_dir)
         self.run_id = run_id
         self.clock = clock
@@ -343,7 +347,7 @@ class Runtime:
 
     # -- providers and proxies -------------------------------------------------------
     def new_participant_id(self) -> str:
-        return str(uuid.uuid4())
+        return str(uuid.UUID(int=self.ids.getrandbits(128), version=4))
 
     async def register_provider(
         self,

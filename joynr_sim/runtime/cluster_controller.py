@@ -112,6 +112,7 @@ class ClusterController(Runtime):
         self.websocket = websocket
         self.old_joynr = old_joynr
         self.mqtt: dict[str, MqttConnection] = {}
+        self._cut: set[str] = set()
         self.ws_server: WebSocketServer | None = None
         self.ws_port = 0
         self.discovery: LocalDiscovery | None = None
@@ -170,22 +171,26 @@ class ClusterController(Runtime):
             # A restarted cluster controller listens where its libjoynr runtimes expect it.
             await self.ws_server.start(port=self.ws_port)
             self.ws_port = self.ws_server.port
-        loop = asyncio.get_running_loop()
+        self._cut: set[str] = set()
         for gbid in self.gbids:
-            host, port = self.brokers.endpoint(gbid)
-            conn = MqttConnection(
-                gbid=gbid,
-                host=host,
-                port=port,
-                client_id=self.client_id,
-                topic=self.topic,
-                credentials=self.brokers.credentials(self.client_id),
-                loop=loop,
-                on_message=lambda g, payload: self.receive_frame(payload, "mqtt", g),
-            )
-            self.mqtt[gbid] = conn
-            conn.start()
+            self._connect(gbid)
         await asyncio.gather(*(c.wait_connected(CONNECT_TIMEOUT_S) for c in self.mqtt.values()))
+
+    def _connect(self, gbid: str) -> MqttConnection:
+        host, port = self.brokers.endpoint(gbid)
+        conn = MqttConnection(
+            gbid=gbid,
+            host=host,
+            port=port,
+            client_id=self.client_id,
+            topic=self.topic,
+            credentials=self.brokers.credentials(self.client_id),
+            loop=asyncio.get_running_loop(),
+            on_message=lambda g, payload: self.receive_frame(payload, "mqtt", g),
+        )
+        self.mqtt[gbid] = conn
+        conn.start()
+        return conn
 
     def _on_started(self) -> None:
         if self.discovery is not None:
@@ -252,6 +257,27 @@ class ClusterController(Runtime):
         await asyncio.gather(*(c.crash() for c in self.mqtt.values()))
         self.mqtt.clear()
 
+    async def cut(self, gbid: str) -> None:
+        """Cut this cluster controller off the broker of ``gbid`` (the link dies without
+        DISCONNECT); messages for that backend are dropped until ``heal``."""
+        conn = self.mqtt.pop(self._known_gbid(gbid), None)
+        if conn is None:
+            raise ValueError(f"gbid: {self.runtime_id} is not connected to {gbid!r}")
+        self._cut.add(gbid)
+        await conn.crash()
+
+    async def heal(self, gbid: str) -> None:
+        if gbid not in self._cut:
+            raise ValueError(f"gbid: {self.runtime_id} is not cut off {gbid!r}")
+        self._cut.discard(gbid)
+        conn = self._connect(gbid)
+        await conn.wait_connected(CONNECT_TIMEOUT_S)
+
+    def _known_gbid(self, gbid: str) -> str:
+        if gbid not in self.gbids:
+            raise ValueError(f"gbid: {gbid!r} is not one of {self.runtime_id}'s {list(self.gbids)}")
+        return gbid
+
     def _on_client_gone(self, client_id: str) -> None:
         """A libjoynr runtime went away: its non-sticky routes go with it."""
         gone = WebSocketClientAddress(client_id)
@@ -280,7 +306,8 @@ class ClusterController(Runtime):
         if isinstance(address, MqttAddress):
             conn = self.mqtt.get(address.broker_uri)
             if conn is None:
-                self.trace_msg("msg.drop", msg, reason="unknown-gbid", gbid=address.broker_uri)
+                reason = "no-connection" if address.broker_uri in self._cut else "unknown-gbid"
+                self.trace_msg("msg.drop", msg, reason=reason, gbid=address.broker_uri)
                 return
             if msg.type in _REQUEST_TYPES and msg.reply_to is None:
                 msg = replace(msg, reply_to=self.global_address(address.broker_uri))
