@@ -81,12 +81,31 @@ def cmd_trace(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
+def cmd_run(args: argparse.Namespace, console: Console) -> int:
+    from .scenario.console import run_scenarios
+
+    if args.policy is not None and args.policy not in POLICIES:
+        Console(stderr=True).print(
+            f"[red]joynr-sim run: --policy {escape(args.policy)!s} is unknown; choose one of {', '.join(POLICIES)}[/]")
+        return 2
+    return run_scenarios(args.paths, out=args.out, broker=args.broker, policy=args.policy,
+                         seed=args.seed, gcd_store=args.gcd_store, console=console)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="joynr-sim", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("policies", help="print the replace matrix of each routing policy")
     p.add_argument("--policy", choices=list(POLICIES), help="only this policy")
     p.set_defaults(func=cmd_policies)
+    p = sub.add_parser("run", help="run scenarios: one run directory per scenario under --out")
+    p.add_argument("paths", nargs="+", type=Path, metavar="PATH", help="scenario files or folders")
+    p.add_argument("--broker", help="amqtt (default), mosquitto, or gbid1=mqtt://host:port,...")
+    p.add_argument("--policy", help=f"routing policy for every runtime: {', '.join(POLICIES)}")
+    p.add_argument("--out", type=Path, default=Path("runs"), help="where run directories go (default: runs/)")
+    p.add_argument("--seed", type=int, help="seed for generated participant ids (default: random, in run.json)")
+    p.add_argument("--gcd-store", help="GCD store: a postgresql:// URL (default: SQLite in the run directory)")
+    p.set_defaults(func=cmd_run)
     p = sub.add_parser("list", help="list scenarios: name, seed scenario, policy, steps")
     p.add_argument("paths", nargs="*", type=Path, metavar="PATH",
                    help="scenario files or folders (default: ./scenarios)")

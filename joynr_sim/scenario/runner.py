@@ -28,7 +28,7 @@ from ..runtime.cluster_controller import ClusterController
 from ..runtime.participants import INTERFACES
 from ..simulation import Simulation
 from ..trace import TraceWriter, entry_record, read_run
-from .model import Scenario, Step, participant_ref
+from .model import Scenario, Step, participant_ref, thaw
 
 RUN_MANIFEST = "run.json"
 DEFAULT_WAIT_MS = 10_000
@@ -207,8 +207,8 @@ class ScenarioRunner:
             raise StepFailed(f"expected a timeout, got {result!r}", self._context(proxy.provider_participant_id))
         if "error" in expect:
             raise StepFailed(f"expected error {expect['error']}, got {result!r}")
-        if "result" in expect and _thaw(expect["result"]) != result:
-            raise StepFailed(f"expected result {_thaw(expect['result'])!r}, got {result!r}")
+        if "result" in expect and thaw(expect["result"]) != result:
+            raise StepFailed(f"expected result {thaw(expect['result'])!r}, got {result!r}")
 
     async def _step_call(self, a: Mapping[str, Any]) -> None:
         await self._call_once(a)
@@ -329,14 +329,6 @@ class ScenarioRunner:
 
 def _list(value: Any) -> list | None:
     return list(value) if value else None
-
-
-def _thaw(value: Any) -> Any:
-    if isinstance(value, Mapping):
-        return {k: _thaw(v) for k, v in value.items()}
-    if isinstance(value, tuple):
-        return [_thaw(v) for v in value]
-    return value
 
 
 def _error_name(exc: BaseException) -> str:
