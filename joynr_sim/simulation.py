@@ -22,7 +22,10 @@ from .clock import SimClock
 from .core.address import Address
 from .runtime.base import Runtime
 from .runtime.cluster_controller import ClusterController
+from .core.links import LinkRegistry
+from .runtime.discovery import GCD_TOPIC
 from .runtime.gcd_service import GcdService
+from .runtime.sessions import open_link_registry
 from .runtime.libjoynr import LibjoynrRuntime
 from .trace import TraceWriter
 
@@ -58,6 +61,7 @@ class Simulation:
         # All GCD instances share one store: SQLite in the run directory unless a URL is given.
         self.gcd_store = gcd_store or str(self.run_dir / "gcd.sqlite")
         self.gcds: dict[str, GcdService] = {}
+        self._link_registries: dict[str, LinkRegistry] = {}
 
     async def __aenter__(self) -> "Simulation":
         await self.start()
@@ -68,7 +72,10 @@ class Simulation:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         await self.brokers.start()
         for gbid in self.gbids:
-            gcd = GcdService(gbid, self.gbids, self.brokers, store_url=self.gcd_store, **self._common())
+            gcd = GcdService(
+                gbid, self.gbids, self.brokers, store_url=self.gcd_store,
+                link_registry=self.link_registry(GCD_TOPIC), **self._common(),
+            )
             self._adopt(gcd)
             self.gcds[gbid] = gcd
             await gcd.start()
@@ -87,6 +94,15 @@ class Simulation:
             policy=self.policy, max_hops=self.max_hops, seed=self.seed,
         )
 
+    def link_registry(self, cc_id: str, detached_timeout_ms: int | None = None) -> LinkRegistry:
+        """The broker sessions of a CC id: one registry, shared by every runtime started
+        with that id (as if its persistence file had been copied)."""
+        if cc_id not in self._link_registries:
+            self._link_registries[cc_id] = open_link_registry(
+                self.run_dir / "state", cc_id, self.clock.now_ms, detached_timeout_ms
+            )
+        return self._link_registries[cc_id]
+
     def _adopt(self, runtime: Runtime) -> None:
         if runtime.runtime_id in self.runtimes:
             raise ValueError(f"runtime_id: {runtime.runtime_id!r} exists already in this simulation")
@@ -104,7 +120,9 @@ class Simulation:
     ) -> ClusterController:
         cc = ClusterController(
             cc_id, gbids or self.gbids, self.brokers, runtime_id=runtime_id,
-            provisioned=provisioned, **self._common(), **kwargs,
+            provisioned=provisioned,
+            link_registry=self.link_registry(cc_id, kwargs.pop("detached_timeout_ms", None)),
+            **self._common(), **kwargs,
         )
         self._adopt(cc)
         if start:
@@ -129,5 +147,8 @@ class Simulation:
         ordered = sorted(self.runtimes.values(), key=lambda r: order[r.kind])
         for runtime in ordered:
             await runtime.stop()
-            runtime.trace.close()
+            runtime.close()
         await self.brokers.stop()
+        for registry in self._link_registries.values():
+            if registry.store is not None:
+                registry.store.close()

@@ -114,10 +114,17 @@ class Runtime:
         if self.running:
             raise RuntimeError(f"runtime {self.runtime_id!r} is already running")
         self._loop = asyncio.get_running_loop()
-        await self._start_transports()
+        # Running from the first accepted connection on: what arrives while the other
+        # transports come up is routed or queued, never ignored.
         self.running = True
-        self._on_started()
         self._unsubscribe_clock = self.clock.on_advance(self._on_clock_advance)
+        try:
+            await self._start_transports()
+        except BaseException:
+            self._halt()
+            await self._abort_transports()
+            raise
+        self._on_started()
         self._spawn(self._purge_periodically())
         self.trace.emit("life.start", target=self.runtime_id, target_kind=self.kind, **self._life_fields())
 
@@ -158,6 +165,10 @@ class Runtime:
             self.purge(now_ms)
         else:
             self._loop.call_soon_threadsafe(self.purge, now_ms)
+
+    def close(self) -> None:
+        """Release files once the runtime is stopped for good."""
+        self.trace.close()
 
     def _halt(self) -> None:
         self.running = False
@@ -212,13 +223,23 @@ class Runtime:
         """A frame from the network: decode, count the hop, then route."""
         if not self.running:
             return
+        msg = self.decode_frame(data, via, gbid)
+        if msg is not None:
+            self.receive_message(msg, via, gbid, source)
+
+    def decode_frame(self, data: bytes | str, via: str, gbid: str | None) -> JoynrMessage | None:
+        """The message in a frame, or None after tracing why it is not one."""
         try:
             if not isinstance(data, (bytes, bytearray)):
                 raise MessageDecodeError("frame", "expected a binary frame")
-            msg = decode(bytes(data))
+            return decode(bytes(data))
         except MessageDecodeError as exc:
             self.trace_msg("msg.drop", None, reason="decode-error", via=via, gbid=gbid, detail=str(exc))
-            return
+            return None
+
+    def receive_message(
+        self, msg: JoynrMessage, via: str, gbid: str | None = None, source: str | None = None
+    ) -> None:
         self.trace_msg("msg.in", msg, via=via, gbid=gbid)
         msg = msg.with_hop()
         if msg.hops > self.max_hops:

@@ -4,6 +4,8 @@ runtimes, a routing table of kind cluster-controller and joynr's routing provide
 from __future__ import annotations
 
 import asyncio
+import itertools
+from collections import OrderedDict
 from dataclasses import replace
 from typing import Any, Iterable, Protocol, Sequence
 
@@ -22,10 +24,13 @@ from ..core.message import (
     REQUEST,
     SUBSCRIPTION_REQUEST,
     JoynrMessage,
+    decode,
     encode,
 )
+from ..core.links import LinkRegistry
 from ..core.discovery import DiscoveryEntry
 from ..core.routing import RoutingEntry, RoutingTable
+from ..store.outbox import Outbox
 from ..transport.mqtt import MqttConnection, unicast_topic
 from ..transport.websocket import WebSocketServer
 from .base import FOREVER_MS, Runtime
@@ -38,12 +43,19 @@ from .discovery import (
     LocalDiscovery,
 )
 from .participants import ProviderSkeleton
+from .sessions import BrokerSessions, open_link_registry
 
 # Requests whose replies come back to the sender: their replyTo teaches the receiver a route.
 _REQUEST_TYPES = frozenset(
     {REQUEST, SUBSCRIPTION_REQUEST, BROADCAST_SUBSCRIPTION_REQUEST, MULTICAST_SUBSCRIPTION_REQUEST}
 )
 CONNECT_TIMEOUT_S = 10
+_SEEN_MEMORY = 100_000
+
+
+def _tag(msg: JoynrMessage) -> str:
+    """A delivery tag per hop: a looping message passes the same broker more than once."""
+    return f"{msg.id}/{msg.hops}"
 
 
 def routing_provider_participant_id(cc_id: str) -> str:
@@ -96,6 +108,8 @@ class ClusterController(Runtime):
         old_joynr: bool = False,
         freshness_interval_ms: int = DEFAULT_FRESHNESS_INTERVAL_MS,
         remove_stale_delay_ms: int = 0,
+        link_registry: LinkRegistry | None = None,
+        detached_timeout_ms: int | None = None,
         **kwargs: Any,
     ) -> None:
         self.cc_id = cc_id
@@ -122,6 +136,16 @@ class ClusterController(Runtime):
                 remove_stale_delay_ms=remove_stale_delay_ms,
             )
         super().__init__(runtime_id or cc_id, **kwargs)
+        # What joynr persists for a cluster controller: its broker sessions (shared by every
+        # runtime started with the same CC id, as a copied persistence file would be) and,
+        # per runtime, the bytes of its unsettled deliveries.
+        state_dir = self.run_dir / "state"
+        if link_registry is None:  # (an empty registry is falsy: it has a length)
+            link_registry = open_link_registry(state_dir, cc_id, self.clock.now_ms, detached_timeout_ms)
+        self.link_registry = link_registry
+        self.outbox = Outbox(state_dir / f"{self.runtime_id}.outbox.sqlite")
+        self.sessions = BrokerSessions(self, self.link_registry, self.outbox)
+        self._conn_seq = itertools.count(1)
 
     @property
     def default_gbid(self) -> str:
@@ -154,8 +178,15 @@ class ClusterController(Runtime):
 
     # -- transports ------------------------------------------------------------------
     def _on_reset(self) -> None:
+        self._seen: OrderedDict[tuple[str, int], None] = OrderedDict()
+        self._resolving: set[str] = set()
         if self.discovery is not None:
             self.discovery.reset()
+
+    def close(self) -> None:
+        super().close()
+        self.sessions.close()
+        self.outbox.close()
 
     async def _start_transports(self) -> None:
         self._provision()
@@ -186,11 +217,64 @@ class ClusterController(Runtime):
             topic=self.topic,
             credentials=self.brokers.credentials(self.client_id),
             loop=asyncio.get_running_loop(),
-            on_message=lambda g, payload: self.receive_frame(payload, "mqtt", g),
+            on_message=self._on_mqtt_message,
+            on_connected=lambda c, session_present: self.sessions.attached(c),
+            on_disconnected=self.sessions.lost,
+            on_published=self.sessions.acknowledged,
+            connection_id=self.sessions.connection_id(gbid, next(self._conn_seq)),
         )
         self.mqtt[gbid] = conn
         conn.start()
         return conn
+
+    # -- MQTT deliveries -------------------------------------------------------------
+    def _on_mqtt_message(self, conn: MqttConnection, payload: bytes, mid: int) -> None:
+        """Hold the message, acknowledge it, handle it, then let it go."""
+        if not self.running:
+            return  # a crashed runtime acknowledges nothing: the broker keeps it
+        msg = self.decode_frame(payload, "mqtt", conn.gbid)
+        if msg is None:
+            conn.ack(mid)
+            return
+        tag = _tag(msg)
+        self.sessions.received(conn, tag, payload)
+        conn.ack(mid)
+        self._handle(conn, tag, msg)
+
+    def handle_again(self, conn: MqttConnection, tag: str, payload: bytes) -> None:
+        """A message received before a crash and never handled."""
+        msg = self.decode_frame(payload, "mqtt", conn.gbid)
+        if msg is None:
+            self.sessions.handled(conn, tag)
+            return
+        self._handle(conn, tag, msg)
+
+    def _handle(self, conn: MqttConnection, tag: str, msg: JoynrMessage) -> None:
+        # A re-sent copy arrives with the hop count of the first; a looping message comes
+        # back with a higher one and must go on looping until the hop limit stops it.
+        key = (msg.id, msg.hops)
+        if key in self._seen:
+            self.trace_msg("msg.drop", msg, reason="duplicate", via="mqtt", gbid=conn.gbid)
+        else:
+            self._seen[key] = None
+            if len(self._seen) > _SEEN_MEMORY:
+                self._seen.popitem(last=False)
+            self.receive_message(msg, "mqtt", conn.gbid)
+        self.sessions.handled(conn, tag)
+
+    def _publish(self, conn: MqttConnection, msg: JoynrMessage, topic: str, payload: bytes) -> None:
+        tag = _tag(msg)
+        self.sessions.publishing(conn, tag, topic, payload)
+        self.sessions.published(conn, conn.publish(topic, payload), tag)
+
+    def resend(self, conn: MqttConnection, tag: str, topic: str, payload: bytes) -> None:
+        """Publish again what the broker never acknowledged before a crash."""
+        msg = decode(payload)
+        self.trace_msg(
+            "msg.out", msg, via="mqtt", addr_type="Mqtt", target=f"{conn.gbid}/{topic}",
+            gbid=conn.gbid, resent=True,
+        )
+        self.sessions.published(conn, conn.publish(topic, payload), tag)
 
     def _on_started(self) -> None:
         if self.discovery is not None:
@@ -224,8 +308,11 @@ class ClusterController(Runtime):
 
     def purge(self, now_ms: int | None = None) -> None:
         super().purge(now_ms)
-        if self.running and self.discovery is not None:
-            self.discovery.tick(self.clock.now_ms() if now_ms is None else now_ms)
+        if self.running:
+            now = self.clock.now_ms() if now_ms is None else now_ms
+            self.sessions.purge(now)
+            if self.discovery is not None:
+                self.discovery.tick(now)
 
     # -- discovery -------------------------------------------------------------------
     def _require_discovery(self) -> LocalDiscovery:
@@ -246,15 +333,21 @@ class ClusterController(Runtime):
         return await self._require_discovery().lookup_participant(participant_id, scope, gbids, cache_max_age_ms)
 
     async def _stop_transports(self) -> None:
+        """A clean shutdown closes the sessions: links closed, nothing left to resume."""
         if self.ws_server is not None:
             await self.ws_server.stop()
         await asyncio.gather(*(c.stop() for c in self.mqtt.values()))
+        for conn in self.mqtt.values():
+            self.sessions.detached(conn, closed=True)
         self.mqtt.clear()
 
     async def _abort_transports(self) -> None:
+        """A crash leaves the sessions suspended at the broker, to be resumed."""
         if self.ws_server is not None:
             self.ws_server.abort()
         await asyncio.gather(*(c.crash() for c in self.mqtt.values()))
+        for conn in self.mqtt.values():
+            self.sessions.detached(conn, closed=False, error="connection-lost")
         self.mqtt.clear()
 
     async def cut(self, gbid: str) -> None:
@@ -265,6 +358,7 @@ class ClusterController(Runtime):
             raise ValueError(f"gbid: {self.runtime_id} is not connected to {gbid!r}")
         self._cut.add(gbid)
         await conn.crash()
+        self.sessions.detached(conn, closed=False, error="connection-lost")
 
     async def heal(self, gbid: str) -> None:
         if gbid not in self._cut:
@@ -277,6 +371,23 @@ class ClusterController(Runtime):
         if gbid not in self.gbids:
             raise ValueError(f"gbid: {gbid!r} is not one of {self.runtime_id}'s {list(self.gbids)}")
         return gbid
+
+    def _on_unknown_participant(self, participant_id: str) -> None:
+        """A message waits for a participant this CC has no route for (e.g. after a
+        restart): ask discovery, whose answer becomes a route through the policy."""
+        if self.discovery is None or participant_id in self._resolving:
+            return
+        self._resolving.add(participant_id)
+        self._spawn(self._resolve(participant_id))
+
+    async def _resolve(self, participant_id: str) -> None:
+        assert self.discovery is not None
+        try:
+            await self.discovery.lookup_participant(participant_id)
+        except Exception:  # not found anywhere: the message waits until it expires
+            pass
+        finally:
+            self._resolving.discard(participant_id)
 
     def _on_client_gone(self, client_id: str) -> None:
         """A libjoynr runtime went away: its non-sticky routes go with it."""
@@ -311,7 +422,7 @@ class ClusterController(Runtime):
                 return
             if msg.type in _REQUEST_TYPES and msg.reply_to is None:
                 msg = replace(msg, reply_to=self.global_address(address.broker_uri))
-            conn.publish(unicast_topic(address.topic), encode(msg))
+            self._publish(conn, msg, unicast_topic(address.topic), encode(msg))
         elif isinstance(address, WebSocketClientAddress):
             self._spawn(self._send_ws(msg, address.id))
         else:  # a cluster controller cannot connect to a WebSocket server or a channel

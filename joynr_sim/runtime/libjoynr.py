@@ -48,6 +48,16 @@ class LibjoynrRuntime(Runtime):
     def _make_table(self) -> RoutingTable:
         return RoutingTable("libjoynr", policy=self.policy, clock=self.clock.now_ms)
 
+    def _on_reset(self) -> None:
+        self._parked: list[JoynrMessage] = []
+
+    def purge(self, now_ms: int | None = None) -> None:
+        super().purge(now_ms)
+        now = self.clock.now_ms() if now_ms is None else now_ms
+        for msg in [m for m in self._parked if m.expiry_date_ms < now]:
+            self._parked.remove(msg)
+            self.trace_msg("msg.drop", msg, reason="expired")
+
     def _life_fields(self) -> dict[str, Any]:
         return {"cc_id": self.cc_id}
 
@@ -85,6 +95,8 @@ class LibjoynrRuntime(Runtime):
                 break
             except OSError:
                 await asyncio.sleep(RECONNECT_INTERVAL_S)
+                self.purge()  # what waits for the connection may expire meanwhile
+        await self._send_parked()
         for pid, skeleton in [*self.providers.items(), *self.proxies.items()]:
             visible = getattr(self.table.lookup(pid), "is_globally_visible", False)
             await self._announce_participant(pid, visible)
@@ -126,7 +138,18 @@ class LibjoynrRuntime(Runtime):
 
     async def _send_ws(self, msg: JoynrMessage) -> None:
         if self.ws is None or not await self.ws.send(encode(msg)):
-            self.trace_msg("msg.drop", msg, reason="no-connection")
+            # The cluster controller is away (restarting): hold the message until the
+            # connection is back, as joynr's WebSocket client does.
+            self._parked.append(msg)
+
+    async def _send_parked(self) -> None:
+        parked, self._parked = self._parked, []
+        now = self.clock.now_ms()
+        for msg in parked:
+            if msg.expiry_date_ms < now:
+                self.trace_msg("msg.drop", msg, reason="expired")
+            elif self.ws is None or not await self.ws.send(encode(msg)):
+                self._parked.append(msg)
 
     # -- the cluster controller's routing provider ---------------------------------------
     async def _routing_call(self, method: str, params: list[Any]) -> Any:

@@ -35,25 +35,30 @@ class MqttConnection:
         topic: str,
         credentials: tuple[str, str] | None,
         loop: asyncio.AbstractEventLoop,
-        on_message: Callable[[str, bytes], None],
-        on_connected: Callable[[str, bool], None] = lambda gbid, session_present: None,
-        on_disconnected: Callable[[str], None] = lambda gbid: None,
+        on_message: Callable[["MqttConnection", bytes, int], None],
+        on_connected: Callable[["MqttConnection", bool], None] = lambda conn, session_present: None,
+        on_disconnected: Callable[["MqttConnection"], None] = lambda conn: None,
+        on_published: Callable[["MqttConnection", int], None] = lambda conn, mid: None,
+        connection_id: str | None = None,
     ) -> None:
         self.gbid = gbid
         self.host, self.port = host, port
         self.client_id = client_id
         self.topic = topic
-        self.connection_id = f"{client_id}@{gbid}#{next(_conn_ids)}"
+        self.connection_id = connection_id or f"{client_id}|{gbid}|{next(_conn_ids)}"
         self._loop = loop
         self._on_message = on_message
         self._on_connected = on_connected
         self._on_disconnected = on_disconnected
+        self._on_published = on_published
         self.connected = asyncio.Event()
         client = paho.Client(
             CallbackAPIVersion.VERSION2,
             client_id=client_id,
             clean_session=False,
             protocol=paho.MQTTv311,  # amqtt speaks 3.1.1 only
+            # A message is acknowledged once the runtime holds it, not when paho has it.
+            manual_ack=True,
         )
         if credentials is not None:
             client.username_pw_set(*credentials)
@@ -63,6 +68,9 @@ class MqttConnection:
         client.on_connect = self._paho_connect
         client.on_disconnect = self._paho_disconnect
         client.on_message = self._paho_message
+        client.on_publish = self._paho_published
+        client.on_subscribe = self._paho_subscribe
+        self._session_present = False
         client.on_socket_open = self._paho_socket_open
         self._client = client
 
@@ -76,12 +84,16 @@ class MqttConnection:
     def _paho_connect(self, client, userdata, flags, reason_code, properties) -> None:
         if reason_code.is_failure:
             return
+        self._session_present = bool(flags.session_present)
         client.subscribe(f"{self.topic}/#", qos=QOS)
-        self._loop.call_soon_threadsafe(self._connected, bool(flags.session_present))
+
+    def _paho_subscribe(self, client, userdata, mid, reason_codes, properties) -> None:
+        # Connected means subscribed: nothing published to us from now on is lost.
+        self._loop.call_soon_threadsafe(self._connected, self._session_present)
 
     def _connected(self, session_present: bool) -> None:
         self.connected.set()
-        self._on_connected(self.gbid, session_present)
+        self._on_connected(self, session_present)
 
     def _paho_disconnect(self, client, userdata, flags, reason_code, properties) -> None:
         self._loop.call_soon_threadsafe(self._disconnected)
@@ -89,10 +101,13 @@ class MqttConnection:
     def _disconnected(self) -> None:
         if self.connected.is_set():
             self.connected.clear()
-            self._on_disconnected(self.gbid)
+            self._on_disconnected(self)
 
     def _paho_message(self, client, userdata, message) -> None:
-        self._loop.call_soon_threadsafe(self._on_message, self.gbid, bytes(message.payload))
+        self._loop.call_soon_threadsafe(self._on_message, self, bytes(message.payload), message.mid)
+
+    def _paho_published(self, client, userdata, mid, reason_code, properties) -> None:
+        self._loop.call_soon_threadsafe(self._on_published, self, mid)
 
     # -- lifecycle -------------------------------------------------------------------
     def start(self) -> None:
@@ -108,16 +123,33 @@ class MqttConnection:
                 f"for client id {self.client_id!r} within {timeout_s}s"
             ) from None
 
-    def publish(self, topic: str, payload: bytes) -> bool:
-        """Queue a QoS 1 publish; paho sends it now or after the next reconnect."""
+    def publish(self, topic: str, payload: bytes) -> int:
+        """Queue a QoS 1 publish; paho sends it now or after the next reconnect. Returns
+        the packet id that ``on_published`` reports once the broker acknowledged it."""
         info = self._client.publish(topic, payload, qos=QOS)
-        return info.rc in (MQTTErrorCode.MQTT_ERR_SUCCESS, MQTTErrorCode.MQTT_ERR_NO_CONN)
+        if info.rc not in (MQTTErrorCode.MQTT_ERR_SUCCESS, MQTTErrorCode.MQTT_ERR_NO_CONN):
+            raise ConnectionError(f"gbid {self.gbid!r}: publish refused: {paho.error_string(info.rc)}")
+        return info.mid
+
+    def ack(self, mid: int) -> None:
+        """Acknowledge a received message: the broker may forget it."""
+        self._client.ack(mid, QOS)
 
     async def stop(self) -> None:
         """Graceful: DISCONNECT, then let the network thread end."""
         self._client.disconnect()
         await asyncio.to_thread(self._client.loop_stop)
         self.connected.clear()
+
+    def drop(self) -> None:
+        """Lose the connection (as when a broker hands the session to another client);
+        paho reconnects on its own."""
+        sock = self._client.socket()
+        if sock is not None:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
 
     async def crash(self) -> None:
         """Abrupt: the socket goes away with no DISCONNECT; the broker keeps the session."""
