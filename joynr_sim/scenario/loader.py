@@ -23,6 +23,7 @@ from typing import Any, Iterable, Mapping
 import yaml
 
 from ..runtime.participants import INTERFACES
+from ..trace import EVENTS
 from .model import (
     BROKER_STEPS,
     CLUSTER_CONTROLLER,
@@ -194,7 +195,12 @@ STEP_ARGS: dict[str, F] = {
             "connected": F("object", "a cluster controller is connected to a broker", fields={
                 "runtime": _RUNTIME, "gbid": _id("a GBID of the cluster controller", required=True),
             }),
-        }, exactly_one=("route", "gcd", "connected")),
+            "event": F("object", "the trace holds an event (e.g. link.takeover-storm)", fields={
+                "ev": F("str", "the trace event name", required=True, enum=tuple(sorted(EVENTS))),
+                "runtime": _id("only events of this runtime"),
+                "count": F("int", "at least this many such events", minimum=1, default=1),
+            }),
+        }, exactly_one=("route", "gcd", "connected", "event")),
         "timeout_ms": F("int", "fail when the condition does not hold by then", minimum=1,
                         default=5000),
     }),
@@ -569,6 +575,9 @@ class _Meaning:
                 self.route_body(body, here)
             elif what == "gcd":
                 self.gcd_body(body, here)
+            elif what == "event":
+                if body.get("runtime") is not None:
+                    self.runtime(body["runtime"], (*here, "runtime"))
             else:
                 self.cc_gbid(body, here)
         elif kind == "expect_route":

@@ -118,6 +118,9 @@ def _describe(what: str, body: Mapping[str, Any]) -> str:
     if what == "gcd":
         where = ",".join(body["gbids"]) if body.get("gbids") else "all backends"
         return f"{body['participant']} {'in' if body.get('present', True) else 'not in'} {where}"
+    if what == "event":
+        where = f" of {body['runtime']}" if body.get("runtime") else ""
+        return f"{body['ev']}{where}"
     return f"{body['runtime']} to {body['gbid']}"  # connected
 
 

@@ -261,6 +261,11 @@ class ScenarioRunner:
                 problem = self._route_problem(body)
             elif what == "gcd":
                 problem = await self._gcd_problem(body)
+            elif what == "event":
+                seen = [e for e in read_run(self.sim.run_dir) if e["ev"] == body["ev"]
+                        and body.get("runtime") in (None, e["rt"])]
+                want = body.get("count") or 1
+                problem = None if len(seen) >= want else f"{len(seen)} of {want} {body['ev']} events"
             else:  # connected
                 conn = self._cc(body["runtime"]).mqtt.get(body["gbid"])
                 problem = None if conn is not None and conn.connected.is_set() else \
