@@ -204,7 +204,7 @@ class Runtime:
     # -- the trace -------------------------------------------------------------------
     def trace_msg(self, ev: str, msg: JoynrMessage | None, **extra: Any) -> None:
         if msg is None:
-            fields = dict(msg=None, type=None, **{"from": None}, to=None, hops=None, corr=None)
+            fields = {"msg": None, "type": None, "from": None, "to": None, "hops": None, "corr": None}
         else:
             fields = {
                 "msg": msg.id,

@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 import msgpack
 
-from ..core.errors import (
+from ..core.errors import (  # noqa: F401  (re-exported: what a call can raise)
     ApplicationException,
     JoynrRuntimeException,
     JoynrTimeoutException,
@@ -23,8 +23,6 @@ from ..core.errors import (
 
 REQUEST_REPLY_ID = "requestReplyId"
 
-
-__all__ = ["ApplicationException", "JoynrTimeoutException"]
 
 _ERRORS = {
     cls.__name__: cls
