@@ -1,0 +1,125 @@
+"""``joynr-sim check PATH...``: check traces with Spark, report, and exit 0, 1 or 2.
+
+Exit status: 0 every check passed, 1 a check found violations, 2 the input is unusable
+(no such run directory, no trace files, a trace schema version other than 1, an
+unreadable manifest) or Spark could not run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+from rich.console import Console
+from rich.markup import escape
+
+EXIT_CLEAN, EXIT_VIOLATIONS, EXIT_UNUSABLE = 0, 1, 2
+
+# The registry's names, here so the parser needs no Spark import (a test keeps them equal).
+CHECK_NAMES = (
+    "routing-loop", "overwrite-violation", "lost-message",
+    "gcd-consistency", "link-uniqueness", "takeover-storm",
+)
+
+
+def build_parser(add_help: bool = True) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="joynr-sim check",
+        description="Check run traces with Spark: routing loops, overwrite violations, lost "
+        "messages, GCD consistency, link uniqueness, takeover storms.",
+        epilog="exit status: 0 clean, 1 violations found, 2 input unusable",
+        add_help=add_help,
+    )
+    parser.add_argument("paths", nargs="+", metavar="PATH",
+                        help="run directory, folder of run directories, or a glob of either")
+    parser.add_argument("--master", default="local[*]", help="Spark master (default: local[*])")
+    parser.add_argument("--out", type=Path, metavar="DIR",
+                        help="report.json and slices/ (default: check/ in the first run directory)")
+    parser.add_argument("--junit", type=Path, metavar="FILE", help="also write JUnit XML here")
+    parser.add_argument("--check", dest="checks", action="append", choices=CHECK_NAMES,
+                        metavar="NAME", help=f"run only this check (repeatable): {', '.join(CHECK_NAMES)}")
+    parser.add_argument("--storm-steals", type=int, default=5, metavar="N",
+                        help="takeover-storm: steals of one session within the window (default 5)")
+    parser.add_argument("--storm-window-ms", type=int, default=10_000, metavar="MS",
+                        help="takeover-storm: the window (default 10000)")
+    parser.add_argument("--max-details", type=int, default=1000, metavar="N",
+                        help="violations listed and sliced per check; all are counted (default 1000)")
+    parser.add_argument("--driver-memory", metavar="SIZE", help="Spark driver memory, e.g. 2g")
+    parser.add_argument("--work-dir", type=Path, metavar="DIR",
+                        help="scratch space for the staged events (default: a temporary directory)")
+    parser.add_argument("--quiet", action="store_true", help="no table, only errors")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks of internal errors")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return run(args)
+
+
+def run(args: argparse.Namespace, console: Console | None = None) -> int:
+    console = console or Console()
+    err = Console(stderr=True)
+    from .inputs import InputError, find_runs
+
+    try:
+        runs = find_runs(args.paths)
+    except InputError as exc:
+        _error(err, str(exc))
+        return EXIT_UNUSABLE
+    if args.storm_steals < 1 or args.storm_window_ms < 0 or args.max_details < 0:
+        _error(err, "--storm-steals must be >= 1, --storm-window-ms and --max-details >= 0")
+        return EXIT_UNUSABLE
+
+    from .report import print_table, write_outputs
+    from .runner import check_runs
+    from .session import SparkStartError, start
+
+    scratch = Path(tempfile.mkdtemp(prefix="joynr-check-", dir=args.work_dir))
+    handle = None
+    try:
+        handle = start(args.master, work_dir=scratch, driver_memory=args.driver_memory)
+        outcome = check_runs(
+            handle.spark, runs, scratch, args.checks,
+            storm_steals=args.storm_steals, storm_window_ms=args.storm_window_ms,
+            max_details=args.max_details,
+        )
+        status = EXIT_VIOLATIONS if outcome.violations else EXIT_CLEAN
+        out_dir = args.out or runs[0].dir / "check"
+        report = write_outputs(out_dir, args.junit, outcome, status)
+        if not args.quiet:
+            print_table(console, outcome)
+            console.print(f"report: {report}", highlight=False, soft_wrap=True)
+        return status
+    except InputError as exc:
+        _error(err, str(exc))
+        return EXIT_UNUSABLE
+    except SparkStartError as exc:
+        _error(err, str(exc))
+        return EXIT_UNUSABLE
+    except Exception as exc:  # a Spark/JVM failure: one clear line, never a Java stack trace
+        if args.debug:
+            raise
+        _error(err, f"checking failed: {type(exc).__name__}: {_first_line(exc)} "
+               "(rerun with --debug for the traceback)")
+        return EXIT_UNUSABLE
+    finally:
+        if handle is not None:
+            handle.stop()
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _error(err: Console, message: str) -> None:
+    err.print(f"[red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return (text.splitlines()[0] if text else "")[:300]
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,196 @@
+"""overwrite-violation: every routing-table decision re-judged against the declared policy.
+
+Proves that each ``rt.put``, ``rt.remove`` and ``rt.purge`` did what the rule set the run
+declared (``run.json`` ``policy``) says, using the rule table of ``analytics.rules``:
+000 ('it can be replaced only if', 'Precedence of address types', sticky entries 'cannot be
+replaced or removed', merge of expiry and sticky), 002 (constraints 2a-2c, 3, 4) and 003
+(CREATE/UPDATE/DELETE). A run that declares a policy with no seed rule table is judged
+against precedence, the newest seed, and the result says so.
+
+Violations, per event: accepted although the table refuses (``should-refuse:<rule>``, which
+includes a sticky entry replaced and a cluster controller taking a route to its own
+topic), refused although the table accepts (``should-accept:<rule>``), an accepted put
+that did not keep the longest expiry or lost sticky (precedence and local-remote only: 003
+has no merge rule), an accepted put that holds something other than the offered address,
+a refusal that changed the entry, a remove/purge the table refuses or a refused remove it
+allows. Same address means equal ``addr`` and equal ``visible``; 003's UPDATE rule
+compares the routing address only.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from .. import rules
+from ..frames import rows_frame
+from ..schema import ENTRY
+from .base import Check, CheckContext, CheckOutput, key, violations
+
+_ACCEPTED_PUT = ("created", "replaced", "merged")
+
+
+def _put_table(ctx: CheckContext) -> DataFrame:
+    flags = ", ".join(f"{flag} boolean" for flag in rules.PUT_FLAGS)
+    schema = (f"judged string, kind string, old_type string, new_type string, {flags}, "
+              "expected string, rule string, seed string")
+    return rows_frame(ctx.spark, rules.put_rule_rows(), schema)
+
+
+def _delete_table(ctx: CheckContext) -> DataFrame:
+    schema = ("judged string, op string, old_sticky boolean, old_expired boolean, "
+              "expected string, rule string, seed string")
+    return rows_frame(ctx.spark, rules.delete_rule_rows(), schema)
+
+
+def _problems(*items: Column) -> Column:
+    return F.filter(F.array(*items), lambda x: x.isNotNull())
+
+
+def _judged_puts(ctx: CheckContext) -> DataFrame:
+    own = (
+        ctx.of("life.start", "life.restart")
+        .filter(F.col("own_topics").isNotNull())
+        .select("run", F.col("target").alias("rt"), F.explode("own_topics").alias("topic"))
+        .groupBy("run", "rt")
+        .agg(F.collect_set("topic").alias("own"))
+    )
+    puts = (
+        ctx.of("rt.put").filter(F.col("new").isNotNull())
+        .join(ctx.policies, "run_dir", "left")
+        .join(own, ["run", "rt"], "left")
+    )
+    same_addr = (
+        F.col("old").isNotNull()
+        & (F.col("old.type") == F.col("new.type"))
+        & F.col("old.addr").eqNullSafe(F.col("new.addr"))
+    )
+    topic = F.regexp_extract(F.col("new.addr"), r"^[^/]*/(.*)$", 1)
+    flagged = puts.select(
+        "*",
+        F.coalesce(F.col("old.type"), F.lit(rules.NONE)).alias("old_type"),
+        F.col("new.type").alias("new_type"),
+        (same_addr & F.col("old.visible").eqNullSafe(F.col("new.visible"))).alias("same_routing"),
+        same_addr.alias("same_addr"),
+        F.coalesce(F.col("old.sticky"), F.lit(False)).alias("old_sticky"),
+        F.coalesce(F.col("new.sticky"), F.lit(False)).alias("new_sticky"),
+        F.coalesce(F.col("origin") == "gcd", F.lit(False)).alias("from_gcd"),
+        F.coalesce(F.col("new.expiry") < F.col("ts"), F.lit(False)).alias("new_expired"),
+        (
+            (F.col("kind") == "cluster-controller")
+            & (F.col("new.type") == "Mqtt")
+            & F.coalesce(F.array_contains(F.col("own"), topic), F.lit(False))
+        ).alias("own_topic"),
+    )
+    judged = flagged.join(
+        F.broadcast(_put_table(ctx)),
+        ["judged", "kind", "old_type", "new_type", *rules.PUT_FLAGS],
+        "left",
+    )
+    accepted = F.col("outcome").isin(*_ACCEPTED_PUT)
+    refused = F.col("outcome") == "refused"
+    bookkeeping = F.col("judged").isin(*rules.MERGES_BOOKKEEPING) & accepted & F.col("old").isNotNull()
+    longest = F.greatest(F.col("old.expiry"), F.col("new.expiry"))
+    problems = _problems(
+        F.when(accepted & (F.col("expected") == "refuse"), F.concat(F.lit("should-refuse:"), F.col("rule"))),
+        F.when(refused & (F.col("expected") == "accept"), F.concat(F.lit("should-accept:"), F.col("rule"))),
+        F.when(bookkeeping & ~F.col("entry.expiry").eqNullSafe(longest), F.lit("expiry-not-max")),
+        F.when(
+            bookkeeping & (F.col("old_sticky") | F.col("new_sticky"))
+            & ~F.coalesce(F.col("entry.sticky"), F.lit(False)),
+            F.lit("sticky-lost"),
+        ),
+        F.when(
+            accepted & F.col("expected").isNotNull()
+            & ~(F.col("entry.addr").eqNullSafe(F.col("new.addr"))
+                & F.col("entry.type").eqNullSafe(F.col("new.type"))),
+            F.lit("entry-not-offered"),
+        ),
+        F.when(refused & F.col("expected").isNotNull() & ~F.col("entry").eqNullSafe(F.col("old")),
+               F.lit("refused-but-changed")),
+    )
+    return judged.select(
+        "run", "rt", "seq", "ev", "participant", "declared", "judged", "outcome", "rule",
+        "expected", "seed", "old", "new", "entry", "origin", "own",
+        problems.alias("problems"),
+    )
+
+
+def _judged_deletes(ctx: CheckContext) -> DataFrame:
+    dels = (
+        ctx.of("rt.remove", "rt.purge").filter(F.col("old").isNotNull())
+        .drop("op")  # gcd's field of that name; here the table's op is remove or purge
+        .join(ctx.policies, "run_dir", "left")
+        .select(
+            "*",
+            F.regexp_replace("ev", r"^rt\.", "").alias("op"),
+            F.coalesce(F.col("old.sticky"), F.lit(False)).alias("old_sticky"),
+            F.coalesce(F.col("old.expiry") < F.col("ts"), F.lit(False)).alias("old_expired"),
+        )
+    )
+    judged = dels.join(
+        F.broadcast(_delete_table(ctx)), ["judged", "op", "old_sticky", "old_expired"], "left"
+    )
+    removed = F.col("outcome") == "removed"
+    refused = F.col("outcome").startswith("refused")
+    problems = _problems(
+        F.when(removed & (F.col("expected") == "refuse"), F.concat(F.lit("should-refuse:"), F.col("rule"))),
+        F.when(refused & (F.col("expected") == "accept"), F.concat(F.lit("should-accept:"), F.col("rule"))),
+        F.when(removed & F.col("entry").isNotNull(), F.lit("removed-but-held")),
+    )
+    return judged.select(
+        "run", "rt", "seq", "ev", "participant", "declared", "judged", "outcome", "rule",
+        "expected", "seed", "old", F.lit(None).cast(ENTRY).alias("new"),
+        "entry", F.lit(None).cast("string").alias("origin"),
+        F.lit(None).cast("array<string>").alias("own"), problems.alias("problems"),
+    )
+
+
+def _notes(ctx: CheckContext) -> list[str]:
+    notes = []
+    for row in ctx.policies.collect():
+        if row["declared"] not in rules.JUDGED:
+            declared = "no policy" if row["declared"] is None else f"policy {row['declared']!r}"
+            notes.append(
+                f"{row['run_dir']}: declares {declared}, which no seed rule table describes; "
+                f"judged against {rules.DEFAULT} ({rules.SEEDS[rules.DEFAULT]}, the newest seed)"
+            )
+    return notes
+
+
+def compute(ctx: CheckContext) -> CheckOutput:
+    judged = _judged_puts(ctx).unionByName(_judged_deletes(ctx))
+    bad = judged.filter(F.size("problems") > 0)
+    out = violations(
+        bad,
+        run=F.col("run"),
+        key=key("run", "rt", F.col("seq").cast("string")),
+        kind=F.array_join("problems", ","),
+        summary=F.concat(
+            F.col("rt"), F.lit(" "), F.col("ev"), F.lit(" "), F.col("participant"), F.lit(": "),
+            F.coalesce(F.col("old.type"), F.lit("none")), F.lit(" -> "),
+            F.coalesce(F.col("new.type"), F.lit("-")), F.lit(" "), F.col("outcome"),
+            F.lit(" under "), F.col("judged"), F.lit(" ("), F.array_join("problems", ", "), F.lit(")"),
+        ),
+        details=F.to_json(
+            F.struct(
+                "participant", "declared", "judged", "outcome", "expected", "rule", "seed",
+                "origin", "old", "new", "entry", F.col("own").alias("own_topics"), "problems",
+            )
+        ),
+        refs=F.array(F.struct("rt", "seq")),
+    )
+    return CheckOutput(out, _notes(ctx))
+
+
+CHECK = Check(
+    name="overwrite-violation",
+    description=(
+        "Every rt.put, rt.remove and rt.purge re-judged against the run's declared policy "
+        "from the seeds' rule table (runtime kind, existing and new type, sticky, same "
+        "address/visibility, origin, expiry, own topics)."
+    ),
+    seeds="000 (precedence), 002 constraints 2a-2c, 3, 4 (local-remote), 003 CRUD (gcd-trust)",
+    events=("rt.put", "rt.remove", "rt.purge", "life.start", "life.restart"),
+    compute=compute,
+)

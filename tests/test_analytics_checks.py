@@ -1,0 +1,230 @@
+"""Each check on hand-written traces: a run with the violation next to a run without."""
+
+from __future__ import annotations
+
+from analytics.checks import CHECKS
+
+from analytics_fixtures import RunBuilder, check, entry, keys, spark, wire  # noqa: F401
+
+CC = [("lib-1", "ws"), ("cc-1", "mqtt"), ("cc-2", "ws"), ("lib-2", "ws")]
+BACK = [("lib-2", "ws"), ("cc-2", "mqtt"), ("cc-1", "ws"), ("lib-1", "ws")]
+
+
+def life_start(b: RunBuilder, ts: int = 0) -> None:
+    for cc in ("cc-1", "cc-2", "cc-3"):
+        b.add("runner", "life.start", ts, target=cc, target_kind="cluster-controller",
+              gbids=["g1"], own_topics=[cc])
+    b.add("runner", "life.start", ts, target="broker-g1", target_kind="broker", gbid="g1", port=1883)
+
+
+def test_registry_order_matches_cli_names():
+    from analytics.app import CHECK_NAMES
+
+    assert tuple(CHECKS) == CHECK_NAMES
+
+
+def test_routing_loop(spark, tmp_path):
+    bad = RunBuilder("loop")
+    bad.put("cc-1", 10, "prov", None, entry("Mqtt", "g1/cc-2"), "created", origin="gcd")
+    bad.put("cc-2", 11, "prov", None, entry("Mqtt", "g1/cc-1"), "created", origin="gcd")
+    bad.put("cc-3", 11, "prov", None, entry("Mqtt", "g1/cc-1"), "created", origin="gcd")
+    wire(bad, "m1", [("cc-1", "mqtt"), ("cc-2", "mqtt"), ("cc-1", "mqtt"), ("cc-2", "mqtt")],
+         100, deliver=False)
+    bad.msg("cc-2", "msg.drop", 120, "m1", hops=4, reason="hop-limit")
+    bad.msg("cc-3", "msg.drop", 130, "m2", hops=9, reason="hop-limit")  # caught by the bound only
+    clean = RunBuilder("clean")
+    t = wire(clean, "m1", CC, 100, corr="c1")
+    # a re-send after a link resume is not a second routing decision
+    clean.msg("cc-1", "msg.out", t, "m1", hops=2, via="mqtt", gbid="g1", target="g1/cc-2",
+              resent=True)
+    result = check(spark, tmp_path, [bad, clean], "routing-loop")
+    assert keys(result) == {"loop/m1", "loop/m2"}
+    loop = next(v for v in result.violations if v.key == "loop/m1")
+    assert loop.details["cycle"] == ["cc-1", "cc-2"]
+    assert set(loop.details["why"]) == {"routed-twice", "hop-limit"}
+    assert {(e["rt"], e["addr"]) for e in loop.details["routing_entries"]} == {
+        ("cc-1", "g1/cc-2"), ("cc-2", "g1/cc-1")}
+    assert "cc-1 -> cc-2 -> cc-1" in loop.summary
+    assert len(loop.slice) == 9  # 3 hops (out and in), the drop, 2 routing entries
+    assert all('"run": "loop"' in line for line in loop.slice)
+
+
+def test_overwrite_violation_per_policy(spark, tmp_path):
+    wsc, mqtt = entry("WebSocketClient", "lib-1"), entry("Mqtt", "g1/cc-2")
+    sticky = entry("Mqtt", "g1/cc-3", sticky=True)
+    bad = RunBuilder("bad")
+    life_start(bad)
+    bad.put("cc-1", 10, "a", wsc, mqtt, "replaced", origin="gcd")  # 1: WSC lost to Mqtt
+    bad.put("cc-1", 11, "b", mqtt, wsc, "refused")  # 2: should have replaced
+    bad.put("cc-1", 12, "c", entry("Mqtt", "g1/cc-2", expiry=9000), mqtt, "merged")  # 3: correct
+    bad.put("cc-1", 13, "d", entry("Mqtt", "g1/cc-2", expiry=20000), mqtt, "merged")  # 4: expiry
+    bad.put("cc-1", 14, "e", sticky, entry("Mqtt", "g1/cc-3"), "merged",
+            entry_after=entry("Mqtt", "g1/cc-3"))  # 5: sticky lost
+    bad.put("cc-1", 15, "f", None, entry("Mqtt", "g1/cc-1"), "created", origin="reply-to")  # 6: own
+    bad.add("cc-1", "rt.remove", 16, participant="g", policy="precedence", outcome="removed",
+            old=sticky, entry=None)  # 7: sticky removed
+    bad.put("libjoynr-x", 17, "h", None, mqtt, "created")  # no kind rule: not judged
+    clean = RunBuilder("clean")
+    life_start(clean)
+    clean.put("cc-1", 10, "a", None, wsc, "created")
+    clean.put("cc-1", 11, "a", wsc, mqtt, "refused", reason="precedence")
+    clean.put("cc-1", 12, "b", mqtt, wsc, "replaced")
+    clean.put("lib-1", 13, "c", entry("Mqtt", "g1/cc-2"), entry("WebSocket", "ws://cc-1"), "replaced")
+    clean.put("cc-1", 14, "s", sticky, entry("Mqtt", "g1/cc-2"), "refused")
+    clean.add("cc-1", "rt.remove", 15, participant="s", policy="precedence",
+              outcome="refused-sticky", old=sticky, entry=sticky)
+    clean.add("cc-1", "rt.purge", 20_000, participant="b", policy="precedence", outcome="removed",
+              reason="expired", old=wsc)
+    local_remote = RunBuilder("lr", policy="local-remote")
+    local_remote.put("cc-1", 10, "a", wsc, mqtt, "replaced")  # local -> remote: violation
+    local_remote.put("cc-1", 11, "b", mqtt, wsc, "replaced")
+    local_remote.put("cc-1", 12, "c", sticky, wsc, "replaced",
+                     entry_after=entry("WebSocketClient", "lib-1", sticky=True))
+    local_remote.add("cc-1", "rt.remove", 13, participant="c", policy="local-remote",
+                     outcome="removed", old=sticky, entry=None)
+    gcd_trust = RunBuilder("gt", policy="gcd-trust")
+    gcd_trust.put("cc-1", 10, "a", wsc, mqtt, "replaced", origin="gcd")
+    gcd_trust.put("cc-1", 11, "b", wsc, mqtt, "replaced", origin="reply-to")  # violation
+    naive = RunBuilder("lww", policy="last-writer-wins")
+    naive.put("cc-1", 10, "a", wsc, mqtt, "replaced")  # judged as precedence: violation
+    result = check(spark, tmp_path, [bad, clean, local_remote, gcd_trust, naive],
+                   "overwrite-violation")
+    kinds = {v.key: v.kind for v in result.violations}
+    assert kinds == {
+        "bad/cc-1/0": "should-refuse:precedence",
+        "bad/cc-1/1": "should-accept:precedence",
+        "bad/cc-1/3": "expiry-not-max",
+        "bad/cc-1/4": "sticky-lost",
+        "bad/cc-1/5": "should-refuse:own-topic",
+        "bad/cc-1/6": "should-refuse:sticky",
+        "lr/cc-1/0": "should-refuse:local-remote",
+        "gt/cc-1/1": "should-refuse:routing-info-changed",
+        "lww/cc-1/0": "should-refuse:precedence",
+    }
+    assert any("last-writer-wins" in n and "precedence" in n for n in result.notes)
+    assert result.violations[0].details["seed"].startswith("000")
+
+
+def test_lost_message(spark, tmp_path):
+    bad = RunBuilder("bad")
+    life_start(bad)
+    wire(bad, "q1", CC, 10, corr="c1")  # request delivered, never answered
+    t = wire(bad, "q2", CC, 30, corr="c2")
+    bad.msg("lib-2", "msg.deliver", t, "q2", corr="c2", hops=3)  # delivered twice
+    wire(bad, "r2", BACK, t + 1, type_="rp", corr="c2")
+    bad.msg("cc-1", "msg.out", 80, "o1", "o", hops=2, via="mqtt", gbid="g1", target="g1/cc-2")
+    clean = RunBuilder("clean")
+    life_start(clean)
+    t = wire(clean, "q1", CC, 10, corr="c1")
+    t = wire(clean, "r1", BACK, t, type_="rp", corr="c1")
+    # answered by a recorded drop
+    clean.msg("lib-1", "msg.out", t, "q2", corr="c2", via="ws", target="ws://cc-1")
+    clean.msg("cc-1", "msg.in", t + 1, "q2", corr="c2", via="ws")
+    clean.msg("cc-1", "msg.drop", t + 2, "q2", corr="c2", reason="no-connection")
+    # lost where cc-2 crashed after last seeing it
+    wire(clean, "q3", CC[:3], t + 3, corr="c3", deliver=False)
+    # a hop that vanished in a broker that crashed afterwards
+    clean.msg("cc-1", "msg.out", t + 10, "o1", "o", hops=2, via="mqtt", gbid="g1", target="g1/cc-3")
+    clean.add("runner", "life.crash", t + 11, target="broker-g1", target_kind="broker", gbid="g1")
+    clean.add("runner", "life.crash", t + 12, target="cc-2", target_kind="cluster-controller")
+    result = check(spark, tmp_path, [bad, clean], "lost-message")
+    assert keys(result) == {
+        "bad/lost-request/q1",
+        "bad/duplicate-delivery/q2/lib-2",
+        "bad/vanished-hop/o1/2/cc-1",
+    }
+    lost = next(v for v in result.violations if v.kind == "lost-request")
+    assert lost.details["last"]["rt"] == "lib-2"
+    assert len(lost.slice) == 7
+
+
+def test_gcd_consistency(spark, tmp_path):
+    def lookup(b, ts, gbids, result):
+        return b.add("gcd-g1", "gcd.lookup", ts, op="lookup_participant", gbids=gbids,
+                     participant="p", result=[{"participant": p, "gbid": g} for p, g in result],
+                     error=None)
+
+    bad = RunBuilder("bad")
+    bad.add("gcd-g1", "gcd.add", 1, op="add", participant="p", gbids=["g1", "g2"], cc="cc-1", error=None)
+    lookup(bad, 2, ["g1", "g2"], [("p", "g1"), ("p", "g2")])  # 1: duplicate
+    lookup(bad, 3, ["g1"], [("p", "g2")])  # 2: foreign GBID
+    bad.add("gcd-g2", "gcd.remove", 4, op="remove", participant="p", gbids=["g2"],
+            removed=[["p", "g2"]], error=None)
+    lookup(bad, 5, ["g2"], [("p", "g2")])  # 4: removed
+    bad.add("gcd-g1", "gcd.add", 6, op="add", participant="p", gbids=["g2"], cc="cc-1",
+            error="UNKNOWN_GBID")
+    lookup(bad, 7, ["g2"], [("p", "g2")])  # 6: a failed add registers nothing
+    clean = RunBuilder("clean")
+    clean.add("gcd-g1", "gcd.add", 1, op="add", participant="p", gbids=["g1"], cc="cc-1", error=None)
+    clean.add("gcd-g1", "gcd.remove_stale", 2, cc="cc-1", max_last_seen=1, removed=[["p", "g1"]])
+    clean.add("gcd-g1", "gcd.add", 3, op="add", participant="p", gbids=["g1"], cc="cc-1", error=None)
+    lookup(clean, 4, ["g1", "g2"], [("p", "g1")])
+    clean.add("gcd-g1", "gcd.lookup", 5, op="lookup_domains", gbids=["g1"], result=[],
+              error="NO_ENTRY_FOR_SELECTED_BACKENDS")
+    result = check(spark, tmp_path, [bad, clean], "gcd-consistency")
+    assert {v.key: v.kind for v in result.violations} == {
+        "bad/gcd-g1/1": "duplicate-participant",
+        "bad/gcd-g1/2": "foreign-gbid",
+        "bad/gcd-g1/3": "removed-registration",
+        "bad/gcd-g1/5": "removed-registration",
+    }
+    removed = next(v for v in result.violations if v.key == "bad/gcd-g1/3")
+    assert ("gcd-g2", 0) in removed.refs
+
+
+def attach(b, rt, ts, key, conn, mode="establish"):
+    b.add(rt, "link.attach", ts, gbid="g1", client_id=key, conn=conn, mode=mode)
+
+
+def test_link_uniqueness(spark, tmp_path):
+    bad = RunBuilder("bad")
+    attach(bad, "cc-1", 1, "k", "c1")
+    attach(bad, "cc-2", 5, "k", "c2")  # c1 still attached
+    bad.add("cc-1", "link.detach", 9, gbid="g1", client_id="k", conn="c1", closed=True, error=None)
+    attach(bad, "cc-1", 20, "k2", "d1")
+    attach(bad, "cc-2", 30, "k2", "d2")  # d1 lives until the run ends
+    clean = RunBuilder("clean")
+    attach(clean, "cc-1", 1, "k", "c1")
+    clean.add("cc-2", "link.steal", 5, gbid="g1", client_id="k", conn="c2", victim="c1")
+    attach(clean, "cc-2", 5, "k", "c2", "steal")
+    clean.add("cc-2", "link.detach", 7, gbid="g1", client_id="k", conn="c2", closed=False, error=None)
+    attach(clean, "cc-2", 8, "k", "c3", "resume")
+    clean.add("runner", "life.crash", 10, target="cc-2", target_kind="cluster-controller")
+    attach(clean, "cc-1", 11, "k", "c4", "establish")
+    attach(clean, "cc-3", 12, "k", "c5", "reject")
+    result = check(spark, tmp_path, [bad, clean], "link-uniqueness")
+    assert keys(result) == {"bad/g1/k/c1+c2", "bad/g1/k2/d1+d2"}
+    assert not result.notes
+
+
+def test_link_uniqueness_without_link_events_passes_vacuously(spark, tmp_path):
+    b = RunBuilder("quiet")
+    wire(b, "o1", CC, 1, type_="o")
+    result = check(spark, tmp_path, [b], "link-uniqueness")
+    assert result.count == 0
+    assert result.notes == ["no link events: passes vacuously"]
+
+
+def test_takeover_storm(spark, tmp_path):
+    def steals(b, key, times):
+        attach(b, "cc-1", times[0] - 1, key, f"{key}-0")
+        for i, ts in enumerate(times, 1):
+            rt = f"cc-{1 + i % 2}"
+            b.add(rt, "link.steal", ts, gbid="g1", client_id=key, conn=f"{key}-{i}",
+                  victim=f"{key}-{i - 1}")
+            attach(b, rt, ts, key, f"{key}-{i}", "steal")
+
+    bad = RunBuilder("bad")
+    steals(bad, "hot", [100, 2000, 4000, 6000, 8000, 10_200])  # five within 10 s
+    bad.add("cc-3", "link.takeover-storm", 20_000, gbid="g2", client_id="k", runtimes=["cc-3", "cc-4"],
+            count=9, window_ms=10_000)
+    clean = RunBuilder("clean")
+    steals(clean, "warm", [100, 200, 300, 400])
+    steals(clean, "slow", [1000, 4000, 7000, 10_000, 13_000, 16_000])
+    result = check(spark, tmp_path, [bad, clean], "takeover-storm")
+    assert keys(result) == {"bad/g1/hot", "bad/g2/k"}
+    hot = next(v for v in result.violations if v.key == "bad/g1/hot")
+    assert hot.details["runtimes"] == ["cc-1", "cc-2"]
+    assert hot.details["max_takeovers_in_window"] == 5
+    narrower = check(spark, tmp_path / "again", [bad], "takeover-storm", storm_steals=6)
+    assert keys(narrower) == {"bad/g2/k"}
