@@ -15,8 +15,11 @@ $(VENV)/.installed: pyproject.toml
 test: setup
 	$(PY) -m pytest -q
 
+# The scenario library on the embedded amqtt brokers, then the Spark checks of its traces.
 demo: setup
-	$(VENV)/bin/joynr-sim policies
+	rm -rf runs/demo
+	$(VENV)/bin/joynr-sim run scenarios/ --out runs/demo
+	$(VENV)/bin/joynr-sim check runs/demo
 
 bench: setup
 	$(PY) -m bench
