@@ -78,7 +78,13 @@ def run(args: argparse.Namespace, console: Console | None = None) -> int:
     from .runner import check_runs
     from .session import SparkStartError, start
 
-    scratch = Path(tempfile.mkdtemp(prefix="joynr-check-", dir=args.work_dir))
+    try:
+        if args.work_dir is not None:
+            args.work_dir.mkdir(parents=True, exist_ok=True)
+        scratch = Path(tempfile.mkdtemp(prefix="joynr-check-", dir=args.work_dir))
+    except OSError as exc:
+        _error(err, f"--work-dir {args.work_dir}: {exc.strerror or exc}")
+        return EXIT_UNUSABLE
     handle = None
     try:
         handle = start(args.master, work_dir=scratch, driver_memory=args.driver_memory)

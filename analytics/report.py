@@ -145,8 +145,11 @@ def print_table(console: Console, outcome: Outcome) -> None:
     table.add_column("notes")
     for r in outcome.results:
         count = f"[green]{r.count}[/]" if r.passed else f"[bold red]{r.count}[/]"
-        table.add_row(r.name, f"{r.events_scanned:,}", count,
-                      escape("; ".join(_short(n) for n in r.notes)))
+        if len(r.notes) == 1 and len(r.notes[0]) <= 40:
+            notes = escape(r.notes[0])
+        else:
+            notes = f"{len(r.notes)} notes, below" if r.notes else ""
+        table.add_row(r.name, f"{r.events_scanned:,}", count, notes)
     console.print(table)
     s = outcome.stats
     skipped = s.torn + s.corrupt + sum(s.unknown_events.values())
@@ -157,14 +160,14 @@ def print_table(console: Console, outcome: Outcome) -> None:
                  + (f", unknown events: {unknown}" if unknown else ""))
     console.print(escape(line), highlight=False, soft_wrap=True)
     for r in outcome.results:
+        if len(r.notes) > 1 or (r.notes and len(r.notes[0]) > 40):
+            for note in r.notes:
+                console.print(f"  {r.name} note: {escape(note)}", highlight=False, soft_wrap=True)
+    for r in outcome.results:
         for v in r.violations[:5]:
             console.print(f"  [red]{r.name}[/] {escape(v.summary)}", highlight=False, soft_wrap=True)
         if r.count > 5:
             console.print(f"  [red]{r.name}[/] ... {r.count - 5} more in report.json")
-
-
-def _short(note: str, limit: int = 70) -> str:
-    return note if len(note) <= limit else note[: limit - 1] + "…"
 
 
 def write_outputs(out_dir: Path, junit: Path | None, outcome: Outcome, exit_status: int) -> Path:

@@ -86,7 +86,7 @@ def start(
         gateway = launch_gateway(conf, popen_kwargs=popen_kwargs)
         sc = SparkContext(conf=conf, gateway=gateway)
     except Exception as exc:  # the JVM did not come up: say so without its stack trace
-        hint = f"; JVM output in {jvm_log}" if jvm_log else ""
+        hint = f"; the JVM said: {_tail(jvm_log)}" if jvm_log and _tail(jvm_log) else ""
         raise SparkStartError(
             f"could not start Spark with master {master!r} "
             f"(Java 17 or 21 needed): {_first_line(exc)}{hint}"
@@ -103,6 +103,16 @@ def _jvm_pid() -> int | None:
     gateway = SparkContext._gateway
     proc = getattr(gateway, "proc", None)
     return getattr(proc, "pid", None)
+
+
+def _tail(log: Path, lines: int = 3) -> str:
+    """The last lines the JVM wrote, without stack frames: the part a user can act on."""
+    try:
+        text = log.read_text(errors="replace").splitlines()
+    except OSError:
+        return ""
+    useful = [t.strip() for t in text if t.strip() and not t.lstrip().startswith("at ")]
+    return " | ".join(useful[-lines:])[:500]
 
 
 def _first_line(exc: BaseException) -> str:
