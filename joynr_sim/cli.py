@@ -92,6 +92,13 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
                          seed=args.seed, gcd_store=args.gcd_store, console=console)
 
 
+def cmd_check(args: argparse.Namespace, console: Console) -> int:
+    # The checker is an independent oracle: it lives apart and never imports the rules.
+    from analytics.app import run as run_checks
+
+    return run_checks(args, console)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="joynr-sim", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -106,6 +113,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, help="seed for generated participant ids (default: random, in run.json)")
     p.add_argument("--gcd-store", help="GCD store: a postgresql:// URL (default: SQLite in the run directory)")
     p.set_defaults(func=cmd_run)
+    from analytics.app import build_parser as check_parser
+
+    p = sub.add_parser("check", parents=[check_parser(add_help=False)],
+                       help="check run traces with Spark (exit 0 clean, 1 violations, 2 bad input)",
+                       description=check_parser().description, epilog=check_parser().epilog)
+    p.set_defaults(func=cmd_check)
     p = sub.add_parser("list", help="list scenarios: name, seed scenario, policy, steps")
     p.add_argument("paths", nargs="*", type=Path, metavar="PATH",
                    help="scenario files or folders (default: ./scenarios)")

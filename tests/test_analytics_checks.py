@@ -37,6 +37,9 @@ def test_routing_loop(spark, tmp_path):
     # a re-send after a link resume is not a second routing decision
     clean.msg("cc-1", "msg.out", t, "m1", hops=2, via="mqtt", gbid="g1", target="g1/cc-2",
               resent=True)
+    # a re-route: back at lib-1, whose provider registered meanwhile, and delivered in process
+    t = wire(clean, "m3", [("lib-1", "ws"), ("cc-1", "ws"), ("lib-1", "ws")], t + 10, deliver=False)
+    clean.msg("lib-1", "msg.out", t, "m3", hops=3, via="inprocess", target="inprocess:1")
     result = check(spark, tmp_path, [bad, clean], "routing-loop")
     assert keys(result) == {"loop/m1", "loop/m2"}
     loop = next(v for v in result.violations if v.key == "loop/m1")

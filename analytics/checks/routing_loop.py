@@ -1,8 +1,12 @@
 """routing-loop: a message that came back to a runtime that had already routed it.
 
-Proves, per message: no runtime made two routing decisions for it (two ``msg.out`` with
-the same ``msg`` and ``rt``; a ``resent: true`` out is a re-send after a link resume, not
-a decision) and no runtime dropped it with reason ``hop-limit`` (DESIGN: "a runtime drops a
+Proves, per message: no runtime made the same routing decision for it twice (two
+``msg.out`` with the same ``msg``, ``rt`` and ``target``: the message came back and took
+the same way out again, which is a cycle; a ``resent: true`` out is a re-send after a link
+resume, not a decision) and no runtime dropped it with reason ``hop-limit``. A message that
+comes back to a runtime whose table changed meanwhile and leaves by another way is a
+re-route, not a loop: seed 000 expects exactly that when a provider re-registers while a
+proxy in its own runtime still holds the cluster controller's WebSocketAddress (DESIGN: "a runtime drops a
 message whose counter passes a bound ... so a loop ends and is visible"). Seeds: 000, the
 WebSocketClientAddress paragraph ("must not be overwritten by a global address which could
 cause a loop") and the precedence rules that exist to prevent exactly this.
@@ -32,7 +36,8 @@ def compute(ctx: CheckContext) -> CheckOutput:
     outs = ctx.of("msg.out").filter(F.col("msg").isNotNull())
     decisions = outs.filter(F.coalesce(F.col("resent"), F.lit("false")) != "true")
     twice = (
-        decisions.groupBy("run", "msg", "rt").count().filter(F.col("count") >= 2)
+        decisions.groupBy("run", "msg", "rt", "target").count().filter(F.col("count") >= 2)
+        .select("run", "msg").distinct()
         .select("run", "msg", F.lit("routed-twice").alias("why"))
     )
     hop_limit = (
@@ -143,9 +148,9 @@ def compute(ctx: CheckContext) -> CheckOutput:
 CHECK = Check(
     name="routing-loop",
     description=(
-        "No message is routed twice by one runtime (two msg.out, same msg and rt, re-sends "
-        "excluded) or dropped for the hop limit; reports the cycle and the routing entries "
-        "that caused it."
+        "No message is routed the same way twice by one runtime (two msg.out, same msg, rt "
+        "and target, re-sends excluded) or dropped for the hop limit; reports the cycle and "
+        "the routing entries that caused it."
     ),
     seeds="000 (precedence exists to prevent loops: 'could cause a loop'); DESIGN hop counter",
     events=("msg.out", "msg.in", "msg.deliver", "msg.queue", "msg.drop", "rt.put"),
