@@ -14,6 +14,7 @@ import platform
 import random
 import shutil
 import time
+import uuid
 from dataclasses import asdict, dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -378,7 +379,7 @@ async def run_scenario(
         scenario=scenario.name,
         path=str(scenario.path) if scenario.path else None,
         run_dir=str(run_dir),
-        run_id=f"{scenario.name}-{int(started)}",
+        run_id=f"{scenario.name}-{uuid.uuid4().hex[:12]}",  # unique: the checker keeps runs apart by it
         policy=policy or scenario.policy,
         broker=broker or scenario.broker,
         seed=seed,
