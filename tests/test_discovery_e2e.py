@@ -146,3 +146,30 @@ async def test_bad_input_is_refused_and_changes_nothing(tmp_path):
             await cc.request(cc.discovery.participant_id, GCD_PARTICIPANT_ID, "add", [wire, ["gbid1"]], gbid="gbid1")
         assert await gcd_rows(sim, "ws-addressed") == set()
         assert await gcd_rows(sim, "x") == set()
+
+
+async def test_gcd_instances_share_a_postgresql_store(tmp_path):
+    """The GCD service on PostgreSQL: the run's own table, shared by both instances."""
+    import hashlib
+    import os
+
+    import psycopg
+
+    url = os.environ.get("JOYNR_SIM_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
+    async with Simulation(tmp_path, gbids=GBIDS, broker="amqtt", gcd_store=url) as sim:
+        cc = await sim.cluster_controller("cc1", ["gbid1"])
+        await cc.register_provider("dom", "joynrsim/Echo", EchoProvider(), participant_id="pg-p",
+                                   gbids=["gbid1"])
+        other = await sim.cluster_controller("cc2", ["gbid1"])
+        proxy = await other.discover_proxy("joynrsim/Echo", "dom", scope="GLOBAL_ONLY")
+        assert await proxy.call("echo", "on postgres") == "on postgres"
+        # Registered through gbid1's instance, visible through gbid2's.
+        found = await sim.gcds["gbid2"].run(lambda g: g.lookup_participant("pg-p", ["gbid1"]))
+        assert found.participant_id == "pg-p"
+        table = f"gcd_{hashlib.sha1(sim.run_id.encode()).hexdigest()[:16]}_entries"
+        with psycopg.connect(url, autocommit=True) as conn:
+            assert conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0] == 1
+    # A graceful stop unregisters: the provider leaves the GCD.
+    with psycopg.connect(url, autocommit=True) as conn:
+        assert conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0] == 0
+        conn.execute(f"DROP TABLE {table}")

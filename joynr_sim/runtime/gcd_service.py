@@ -16,6 +16,7 @@ entry or argument a ProviderRuntimeException naming the field.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable
 
@@ -165,8 +166,10 @@ class GcdService(ClusterController):
         return await asyncio.get_running_loop().run_in_executor(self._executor, lambda: fn(self._gcd))
 
     def _open(self) -> None:
+        # One table per run: a shared PostgreSQL database holds many runs side by side.
+        prefix = "gcd_" + hashlib.sha1(self.run_id.encode()).hexdigest()[:16]
         self._gcd = GlobalCapabilitiesDirectory(
-            store=open_gcd_store(self.store_url), own_gbid=self.gbid,
+            store=open_gcd_store(self.store_url, table_prefix=prefix), own_gbid=self.gbid,
             known_gbids=self.known_gbids, clock=self.clock.now_ms,
         )
 
