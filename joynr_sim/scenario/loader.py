@@ -250,6 +250,8 @@ TOP = F("object", "a joynr-sim scenario", fields={
                 "gbids": _gbids("the backends it connects to; absent: all"),
                 "cc_id": _id("its cluster-controller id (MQTT topic); absent: the runtime id"),
                 "old_joynr": F("bool", "it uses the GCD's old single-backend API", default=False),
+                "detached_timeout_ms": F("int", "a broker session detached this long is purged; "
+                                         "absent: never", minimum=0, nullable=True),
             },
             LIBJOYNR: {
                 "id": _id("the runtime's id", required=True),
@@ -641,6 +643,7 @@ def parse_scenario(text: str, path: str | os.PathLike[str] = "<string>") -> Scen
                 cc_id=rt.get("cc_id"),
                 cc=rt.get("cc"),
                 old_joynr=bool(rt.get("old_joynr", False)),
+                detached_timeout_ms=rt.get("detached_timeout_ms"),
             )
             for rt in data["runtimes"]
         ),

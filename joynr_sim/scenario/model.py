@@ -63,6 +63,8 @@ class RuntimeSpec:
     cc_id: str | None
     cc: str | None  # the cluster controller a libjoynr runtime connects to; None for a CC
     old_joynr: bool  # a cluster controller that speaks the GCD's old (single-backend) API
+    # A cluster controller's broker sessions detached this long are purged (None: never).
+    detached_timeout_ms: int | None = None
 
     @property
     def is_cluster_controller(self) -> bool:

@@ -112,7 +112,7 @@ class ScenarioRunner:
             if spec.is_cluster_controller:
                 await self.sim.cluster_controller(
                     spec.cc_id or spec.id, list(spec.gbids) or None, runtime_id=spec.id,
-                    old_joynr=spec.old_joynr,
+                    old_joynr=spec.old_joynr, detached_timeout_ms=spec.detached_timeout_ms,
                 )
         for spec in self.scenario.runtimes:
             if not spec.is_cluster_controller:
