@@ -67,6 +67,16 @@ class TraceWriter:
         self._lock = threading.Lock()  # paho callbacks run on their own thread
         self._seq = self._next_seq()
         self._file = open(self.path, "a", encoding="utf-8", buffering=1)
+        if self._ends_torn():
+            self._file.write("\n")  # a restart after a crash mid-write starts a fresh line
+
+    def _ends_torn(self) -> bool:
+        with open(self.path, "rb") as f:
+            f.seek(0, 2)
+            if f.tell() == 0:
+                return False
+            f.seek(-1, 2)
+            return f.read(1) != b"\n"
 
     def _next_seq(self) -> int:
         """A restarted runtime continues its own sequence in the same file."""
@@ -114,7 +124,8 @@ class TraceWriter:
 
 
 def read_events(path: str | os.PathLike[str]) -> Iterator[dict[str, Any]]:
-    """The events of one trace file; a torn last line (a crash mid-write) is skipped."""
+    """The events of one trace file; a torn line (a crash mid-write, last in the file or
+    followed by what a restarted runtime wrote) is skipped."""
     try:
         f = open(path, encoding="utf-8")
     except FileNotFoundError:
