@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import os
-import uuid
-
 import pytest
+from gcd_fixtures import store  # noqa: F401
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -21,11 +19,7 @@ from joynr_sim.core.discovery import (
     Version,
 )
 from joynr_sim.core.gcd import DEFAULT_EXPIRY_MS, AddResult, GlobalCapabilitiesDirectory
-from joynr_sim.store.gcd_store import PostgresGcdStore, SqliteGcdStore
 
-POSTGRES_URL = os.environ.get(
-    "JOYNR_SIM_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"
-)
 KNOWN = ("GBID1", "GBID2", "GBID3")
 NOW = 1_000_000
 
@@ -36,27 +30,6 @@ class FakeClock:
 
     def __call__(self) -> int:
         return self.now
-
-
-def open_postgres() -> PostgresGcdStore:
-    try:
-        return PostgresGcdStore(POSTGRES_URL, table_prefix=f"t{uuid.uuid4().hex[:16]}")
-    except ConnectionError as exc:
-        pytest.fail(f"PostgreSQL must be reachable for the postgres store tests "
-                    f"(set JOYNR_SIM_TEST_POSTGRES_URL): {exc}")
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def store(request, tmp_path):
-    if request.param == "sqlite":
-        s = SqliteGcdStore(str(tmp_path / "gcd.sqlite"))
-        yield s
-        s.close()
-    else:
-        s = open_postgres()
-        yield s
-        s.drop()
-        s.close()
 
 
 @pytest.fixture

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import textwrap
@@ -10,6 +9,7 @@ import uuid
 
 import pytest
 
+from gcd_fixtures import POSTGRES_URL, open_postgres, store  # noqa: F401
 from joynr_sim.core.address import MqttAddress
 from joynr_sim.core.discovery import GlobalDiscoveryEntry, ProviderQos, Version
 from joynr_sim.store.gcd_store import (
@@ -18,31 +18,6 @@ from joynr_sim.store.gcd_store import (
     SqliteGcdStore,
     open_gcd_store,
 )
-
-POSTGRES_URL = os.environ.get(
-    "JOYNR_SIM_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"
-)
-
-
-def open_postgres(prefix: str | None = None) -> PostgresGcdStore:
-    try:
-        return PostgresGcdStore(POSTGRES_URL, table_prefix=prefix or f"t{uuid.uuid4().hex[:16]}")
-    except ConnectionError as exc:
-        pytest.fail(f"PostgreSQL must be reachable for the postgres store tests "
-                    f"(set JOYNR_SIM_TEST_POSTGRES_URL): {exc}")
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def store(request, tmp_path):
-    if request.param == "sqlite":
-        s = SqliteGcdStore(str(tmp_path / "gcd.sqlite"))
-        yield s
-        s.close()
-    else:
-        s = open_postgres()
-        yield s
-        s.drop()
-        s.close()
 
 
 def row(pid="p1", gbid="GBID1", domain="d", interface="i", cc="cc1", last_seen=1, expiry=100,

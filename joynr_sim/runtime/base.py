@@ -492,14 +492,8 @@ class Runtime:
     ) -> Any:
         """Send a request from a local participant and wait for its reply (or time out)."""
         corr = str(uuid.uuid4())
-        msg = JoynrMessage(
-            type=REQUEST,
-            sender=sender,
-            recipient=recipient,
-            expiry_date_ms=self.clock.now_ms() + ttl_ms,
-            payload=encode_request(method, params),
-            custom_headers=((REQUEST_REPLY_ID, corr),),
-        )
+        msg = self._outgoing(REQUEST, sender, recipient, method, params, ttl_ms,
+                             ((REQUEST_REPLY_ID, corr),))
         future = asyncio.get_running_loop().create_future()
         self._pending[corr] = future
         self.route(msg, gbid)
@@ -513,16 +507,25 @@ class Runtime:
             self._pending.pop(corr, None)
         return decode_reply(payload)
 
-    def one_way(self, sender: str, recipient: str, method: str, params: list[Any], ttl_ms: int = DEFAULT_TTL_MS) -> str:
-        msg = JoynrMessage(
-            type=ONE_WAY,
+    def one_way(
+        self, sender: str, recipient: str, method: str, params: list[Any], ttl_ms: int = DEFAULT_TTL_MS
+    ) -> str:
+        msg = self._outgoing(ONE_WAY, sender, recipient, method, params, ttl_ms)
+        self.route(msg)
+        return msg.id
+
+    def _outgoing(
+        self, type_: str, sender: str, recipient: str, method: str, params: list[Any], ttl_ms: int,
+        headers: tuple[tuple[str, str], ...] = (),
+    ) -> JoynrMessage:
+        return JoynrMessage(
+            type=type_,
             sender=sender,
             recipient=recipient,
             expiry_date_ms=self.clock.now_ms() + ttl_ms,
             payload=encode_request(method, params),
+            custom_headers=headers,
         )
-        self.route(msg)
-        return msg.id
 
 
 class Proxy:

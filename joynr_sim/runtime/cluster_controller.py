@@ -1,5 +1,6 @@
-"""The cluster controller: one MQTT connection per GBID, a WebSocket server for libjoynr
-runtimes, a routing table of kind cluster-controller and joynr's routing provider."""
+"""The cluster controller: one MQTT connection per GBID (each a broker session in the link
+registry), a WebSocket server for libjoynr runtimes, a routing table of kind
+cluster-controller, joynr's routing provider and the local capabilities directory."""
 
 from __future__ import annotations
 
@@ -27,8 +28,8 @@ from ..core.message import (
     decode,
     encode,
 )
-from ..core.links import LinkRegistry
 from ..core.discovery import DiscoveryEntry
+from ..core.links import LinkRegistry
 from ..core.routing import RoutingEntry, RoutingTable
 from ..store.outbox import Outbox
 from ..transport.mqtt import MqttConnection, unicast_topic

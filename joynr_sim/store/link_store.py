@@ -60,6 +60,24 @@ def _persistable(record: StoredLink) -> StoredLink | None:
 _Key = tuple[str, str, str]  # (role, remote container id, link name)
 
 
+def _with_unsettled(
+    record: StoredLink | None, tag: str, state: str | None, remove: bool
+) -> StoredLink | None:
+    """The record with one unsettled delivery set or removed; None when nothing changes
+    (no record, a record below durability 2, or removing a tag it does not hold)."""
+    if record is None or record.terminus.durability != TerminusDurability.UNSETTLED_STATE:
+        return None
+    pairs = dict(record.unsettled)
+    if remove:
+        if tag not in pairs:
+            return None
+        del pairs[tag]
+    else:
+        pairs[tag] = state
+    return StoredLink(record.role, record.remote_container_id, record.link_name, record.terminus,
+                      tuple(sorted(pairs.items())))
+
+
 class MemoryLinkStore:
     """A store in process memory: survives a registry restart, not a process restart."""
 
@@ -98,16 +116,9 @@ class MemoryLinkStore:
 
     def _change_unsettled(self, key: _Key, tag: str, state: str | None, remove: bool) -> None:
         with self._lock:
-            record = self._records.get(key)
-            if record is None or record.terminus.durability != TerminusDurability.UNSETTLED_STATE:
-                return
-            pairs = dict(record.unsettled)
-            if remove:
-                pairs.pop(tag, None)
-            else:
-                pairs[tag] = state
-            self._records[key] = StoredLink(*key, record.terminus,  # type: ignore[arg-type]
-                                            tuple(sorted(pairs.items())))
+            changed = _with_unsettled(self._records.get(key), tag, state, remove)
+            if changed is not None:
+                self._records[key] = changed
 
     def close(self) -> None:
         pass
@@ -296,19 +307,9 @@ class JsonLinkStore:
 
     def _change_unsettled(self, key: _Key, tag: str, state: str | None, remove: bool) -> None:
         with self._lock:
-            record = self._records.get(key)
-            if record is None or record.terminus.durability != TerminusDurability.UNSETTLED_STATE:
-                return
-            pairs = dict(record.unsettled)
-            if remove:
-                if pairs.pop(tag, "absent") == "absent":
-                    return
-            else:
-                pairs[tag] = state
-            records = dict(self._records)
-            records[key] = StoredLink(*key, record.terminus,  # type: ignore[arg-type]
-                                      tuple(sorted(pairs.items())))
-            self._commit(records)
+            changed = _with_unsettled(self._records.get(key), tag, state, remove)
+            if changed is not None:
+                self._commit({**self._records, key: changed})
 
     def close(self) -> None:
         pass
