@@ -72,6 +72,7 @@ class RunResult:
     error: str = ""
     steps: list[StepOutcome] = field(default_factory=list)
     versions: dict[str, str] = field(default_factory=dict)
+    brokers: dict[str, str] = field(default_factory=dict)  # GBID -> broker URL
 
     @property
     def passed(self) -> bool:
@@ -395,6 +396,7 @@ async def run_scenario(
     trace = TraceWriter(run_dir, result.run_id, "runner", "runner", sim.clock)
     try:
         await sim.start()
+        result.brokers = {gbid: sim.brokers.url(gbid) for gbid in sim.gbids}
         runner = ScenarioRunner(scenario, sim, trace)
         await runner.build()
         for step, outcome in zip(scenario.steps, result.steps):
