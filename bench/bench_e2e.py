@@ -10,6 +10,7 @@ the broker round trip.
 from __future__ import annotations
 
 import asyncio
+import socket
 import statistics
 import tempfile
 import threading
@@ -36,7 +37,8 @@ def _raw_round_trips(sim: Simulation, gbid: str, n: int) -> list[float]:
     def client(name: str) -> paho.Client:
         c = paho.Client(CallbackAPIVersion.VERSION2, client_id=name, protocol=paho.MQTTv311)
         c.username_pw_set(*sim.brokers.credentials(name))
-        c.on_socket_open = lambda cl, ud, sock: sock.setsockopt(6, 1, 1)  # TCP_NODELAY, as the CCs
+        # TCP_NODELAY, as the cluster controllers set it.
+        c.on_socket_open = lambda cl, ud, sock: sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         c.connect(host, port)
         return c
 

@@ -21,13 +21,7 @@ SEEDS = (
 )
 BROKERS = ("amqtt", "mosquitto")
 
-# Scenarios that reveal a bug in the simulator (outside the scenario runner): file name ->
-# what is wrong. They stay in the library, are left out of the passing set, and a test
-# holds that they still fail, so the entry goes once the bug is fixed.
-KNOWN_BUGS: dict[str, str] = {}
-
 FILES = sorted(p.name for p in LIBRARY.glob("*.yaml"))
-PASSING = [f for f in FILES if f not in KNOWN_BUGS]
 
 # Where last-writer-wins breaks the stale-global-entry scenarios: the cluster controller
 # takes the GCD's route to its own topic, so "expect route ... absent" fails there.
@@ -80,7 +74,7 @@ def test_library_covers_the_seeds_and_lists_cleanly(capsys):
 
 
 @pytest.mark.parametrize("broker", BROKERS)
-@pytest.mark.parametrize("file", PASSING)
+@pytest.mark.parametrize("file", FILES)
 async def test_scenario_passes(file, broker, tmp_path):
     result, events = await run(file, tmp_path, broker=broker)
     assert result.outcome == "passed", explain(result)
@@ -88,12 +82,6 @@ async def test_scenario_passes(file, broker, tmp_path):
     # Under its own rules no library scenario sends a message in a circle.
     loops = [e for e in events if e["ev"] == "msg.drop" and e["reason"] == "hop-limit"]
     assert not loops, f"{file}: {loops[:3]}"
-
-
-async def test_known_bugs_still_fail(tmp_path):
-    for file, why in KNOWN_BUGS.items():
-        result, _ = await run(file, tmp_path / file, broker="mosquitto")
-        assert result.outcome != "passed", f"{file} passes now ({why}): remove it from KNOWN_BUGS"
 
 
 @pytest.mark.parametrize("file", sorted(LWW_FAILS_AT))

@@ -28,7 +28,7 @@ from ..runtime.base import FOREVER_MS, Proxy, Runtime
 from ..runtime.cluster_controller import ClusterController
 from ..runtime.participants import INTERFACES
 from ..simulation import Simulation
-from ..trace import TraceWriter, entry_record, read_run
+from ..trace import TraceWriter, entry_record, read_events, read_run
 from .model import Scenario, Step, participant_ref, thaw
 
 RUN_MANIFEST = "run.json"
@@ -264,8 +264,11 @@ class ScenarioRunner:
             elif what == "gcd":
                 problem = await self._gcd_problem(body)
             elif what == "event":
-                seen = [e for e in read_run(self.sim.run_dir) if e["ev"] == body["ev"]
-                        and body.get("runtime") in (None, e["rt"])]
+                # Polled: read only the runtime's own file when the condition names one.
+                trace_dir = self.sim.run_dir / "trace"
+                files = ([trace_dir / f"{body['runtime']}.ndjson"] if body.get("runtime")
+                         else sorted(trace_dir.glob("*.ndjson")))
+                seen = [e for f in files for e in read_events(f) if e["ev"] == body["ev"]]
                 want = body.get("count") or 1
                 problem = None if len(seen) >= want else f"{len(seen)} of {want} {body['ev']} events"
             else:  # connected

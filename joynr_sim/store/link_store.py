@@ -78,7 +78,32 @@ def _with_unsettled(
                       tuple(sorted(pairs.items())))
 
 
-class MemoryLinkStore:
+class _UnsettledInRecords:
+    """Unsettled deliveries kept inside each link's record (memory and JSON stores); a
+    store says how a changed record is kept (``_keep``, called under its lock)."""
+
+    _lock: threading.Lock
+    _records: dict[_Key, StoredLink]
+
+    def put_unsettled(self, role: Role, remote_container_id: str, link_name: str,
+                      tag: str, state: str | None) -> None:
+        self._change_unsettled((role, remote_container_id, link_name), tag, state, False)
+
+    def remove_unsettled(self, role: Role, remote_container_id: str, link_name: str,
+                         tag: str) -> None:
+        self._change_unsettled((role, remote_container_id, link_name), tag, None, True)
+
+    def _change_unsettled(self, key: _Key, tag: str, state: str | None, remove: bool) -> None:
+        with self._lock:
+            changed = _with_unsettled(self._records.get(key), tag, state, remove)
+            if changed is not None:
+                self._keep(key, changed)
+
+    def _keep(self, key: _Key, record: StoredLink) -> None:
+        raise NotImplementedError
+
+
+class MemoryLinkStore(_UnsettledInRecords):
     """A store in process memory: survives a registry restart, not a process restart."""
 
     max_durability = 2
@@ -106,19 +131,8 @@ class MemoryLinkStore:
         with self._lock:
             self._records.pop((role, remote_container_id, link_name), None)
 
-    def put_unsettled(self, role: Role, remote_container_id: str, link_name: str,
-                      tag: str, state: str | None) -> None:
-        self._change_unsettled((role, remote_container_id, link_name), tag, state, False)
-
-    def remove_unsettled(self, role: Role, remote_container_id: str, link_name: str,
-                         tag: str) -> None:
-        self._change_unsettled((role, remote_container_id, link_name), tag, None, True)
-
-    def _change_unsettled(self, key: _Key, tag: str, state: str | None, remove: bool) -> None:
-        with self._lock:
-            changed = _with_unsettled(self._records.get(key), tag, state, remove)
-            if changed is not None:
-                self._records[key] = changed
+    def _keep(self, key: _Key, record: StoredLink) -> None:
+        self._records[key] = record
 
     def close(self) -> None:
         pass
@@ -179,7 +193,7 @@ def _terminus_from_json(where: str, value: object) -> Terminus:
         raise LinkStoreError(f"{where}: {e}") from e
 
 
-class JsonLinkStore:
+class JsonLinkStore(_UnsettledInRecords):
     """The seed's JSON layout in one file, replaced atomically on every write (temp file,
     fsync, os.replace, fsync of the directory)."""
 
@@ -297,19 +311,8 @@ class JsonLinkStore:
             if records.pop((role, remote_container_id, link_name), None) is not None:
                 self._commit(records)
 
-    def put_unsettled(self, role: Role, remote_container_id: str, link_name: str,
-                      tag: str, state: str | None) -> None:
-        self._change_unsettled((role, remote_container_id, link_name), tag, state, False)
-
-    def remove_unsettled(self, role: Role, remote_container_id: str, link_name: str,
-                         tag: str) -> None:
-        self._change_unsettled((role, remote_container_id, link_name), tag, None, True)
-
-    def _change_unsettled(self, key: _Key, tag: str, state: str | None, remove: bool) -> None:
-        with self._lock:
-            changed = _with_unsettled(self._records.get(key), tag, state, remove)
-            if changed is not None:
-                self._commit({**self._records, key: changed})
+    def _keep(self, key: _Key, record: StoredLink) -> None:
+        self._commit({**self._records, key: record})
 
     def close(self) -> None:
         pass
