@@ -2,5 +2,9 @@
 
 from .broker_set import BrokerError, BrokerSet, parse_external
 from .mosquitto import MosquittoNotFound
+from .spec import BrokerSpec, BrokerSpecError, ExternalBroker, parse_broker
 
-__all__ = ["BrokerError", "BrokerSet", "MosquittoNotFound", "parse_external"]
+__all__ = [
+    "BrokerError", "BrokerSet", "BrokerSpec", "BrokerSpecError", "ExternalBroker", "MosquittoNotFound",
+    "parse_broker", "parse_external",
+]
