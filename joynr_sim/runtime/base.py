@@ -1,11 +1,15 @@
-"""What every runtime shares: the message router around a routing table, the queue for
-participants without a route, delivery to in-process providers and proxies, and the
-lifecycle (start, stop, crash, restart).
+"""What every runtime shares: the lifecycle (start, stop, crash, restart), the trace, and
+carrying out what its message router (``joynr_sim.core.router``) decides — the router
+decides, the runtime only does: it records, transmits, delivers and asks.
 
-A runtime runs on one asyncio loop. Its in-memory state (routing table, queue, pending
-calls, delivered message ids) is created by ``start`` and thrown away by ``crash``; only
-what joynr persists survives: the runtime's ids and the fixed participant ids of its
-providers, which a scenario re-registers after a restart.
+A runtime runs on one asyncio loop. Its in-memory state (router with its routing table and
+queue, pending calls) is created by ``start`` and thrown away by ``crash``; only what joynr
+persists survives: the runtime's ids and the fixed participant ids of its providers, which
+a scenario re-registers after a restart.
+
+Longer than 400 lines because ``Runtime`` is the one object an application programs
+against — lifecycle, providers, proxies and calls — and carrying out the router's actions
+is what connects them; split across files it would be one class read in three places.
 """
 
 from __future__ import annotations
@@ -13,26 +17,30 @@ from __future__ import annotations
 import asyncio
 import random
 import uuid
-from collections import OrderedDict
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterable, Sequence
 
 from ..clock import SimClock
 from ..core.address import Address, InProcessAddress, describe, type_name
-from ..core.message import (
-    ONE_WAY,
-    REPLY,
-    REQUEST,
-    JoynrMessage,
-    MessageDecodeError,
-    decode,
-)
 from ..core.discovery import (
     DiscoveryEntry,
     DiscoveryEntryWithMetaInfo,
     DiscoveryScope,
     ProviderQos,
     Version,
+)
+from ..core.message import ONE_WAY, REPLY, REQUEST, JoynrMessage
+from ..core.router import (
+    DEFAULT_MAX_HOPS,
+    Action,
+    Deliver,
+    Drop,
+    LearnRoute,
+    MessageRouter,
+    Queue,
+    Received,
+    Resolve,
+    Send,
 )
 from ..core.routing import RoutingDecision, RoutingEntry, RoutingTable
 from ..trace import TraceWriter
@@ -50,11 +58,9 @@ from .participants import (
     encode_request,
 )
 
-DEFAULT_MAX_HOPS = 32
 DEFAULT_TTL_MS = 60_000
 # Routing entries made by registration and provisioning live as long as the runtime.
 FOREVER_MS = 2**62
-_DELIVERED_MEMORY = 100_000
 DISCOVERY_ENTRY_EXPIRY_MS = 3_628_800_000  # joynr's default: six weeks
 
 
@@ -63,7 +69,7 @@ class DiscoveryException(JoynrRuntimeException):
 
 
 class Runtime:
-    kind: str  # cluster-controller | libjoynr
+    kind: str  # cluster-controller | libjoynr | gcd
 
     def __init__(
         self,
@@ -93,20 +99,22 @@ class Runtime:
 
     # -- state that a crash loses ------------------------------------------------------
     def _reset_state(self) -> None:
-        self.table = self._make_table()
+        self.router = self._make_router()
         self.table.add_listener(self.trace.routing_listener)
         self.table.add_listener(self._on_routing_decision)
-        self._queue: dict[str, list[JoynrMessage]] = {}
-        self._delivered: OrderedDict[str, None] = OrderedDict()
         self._pending: dict[str, asyncio.Future] = {}
         self.providers: dict[str, ProviderSkeleton] = {}
         self.proxies: dict[str, ProxySkeleton] = {}
         self._on_reset()
 
+    @property
+    def table(self) -> RoutingTable:
+        return self.router.table
+
     def _on_reset(self) -> None:
         """Subclasses drop their own in-memory state here."""
 
-    def _make_table(self) -> RoutingTable:
+    def _make_router(self) -> MessageRouter:
         raise NotImplementedError
 
     # -- lifecycle -------------------------------------------------------------------
@@ -126,7 +134,7 @@ class Runtime:
             raise
         self._on_started()
         self._spawn(self._purge_periodically())
-        self.trace.emit("life.start", target=self.runtime_id, target_kind=self.kind, **self._life_fields())
+        self.emit("life.start", target=self.runtime_id, target_kind=self.kind, **self._life_fields())
 
     async def stop(self) -> None:
         """Graceful: unregister what was registered, then close connections politely."""
@@ -136,7 +144,7 @@ class Runtime:
             await self.unregister_provider(pid)
         self._halt()
         await self._stop_transports()
-        self.trace.emit("life.stop", target=self.runtime_id, target_kind=self.kind)
+        self.emit("life.stop", target=self.runtime_id, target_kind=self.kind)
 
     async def crash(self) -> None:
         """Abrupt: connections die without goodbye, in-memory state is gone."""
@@ -144,7 +152,7 @@ class Runtime:
             return
         self._halt()
         await self._abort_transports()
-        self.trace.emit("life.crash", target=self.runtime_id, target_kind=self.kind)
+        self.emit("life.crash", target=self.runtime_id, target_kind=self.kind)
         self._reset_state()
 
     async def restart(self) -> None:
@@ -152,7 +160,7 @@ class Runtime:
         if self.running:
             await self.crash()
         self._reset_state()
-        self.trace.emit("life.restart", target=self.runtime_id, target_kind=self.kind)
+        self.emit("life.restart", target=self.runtime_id, target_kind=self.kind)
         await self.start()
 
     def _on_clock_advance(self, now_ms: int) -> None:
@@ -186,6 +194,10 @@ class Runtime:
         task.add_done_callback(self._tasks.discard)
         return task
 
+    def spawn(self, coro) -> asyncio.Task:
+        """Run a coroutine for as long as this runtime runs (a crash cancels it)."""
+        return self._spawn(coro)
+
     def _life_fields(self) -> dict[str, Any]:
         return {}
 
@@ -202,6 +214,9 @@ class Runtime:
         raise NotImplementedError
 
     # -- the trace -------------------------------------------------------------------
+    def emit(self, ev: str, **fields: Any) -> dict[str, Any]:
+        return self.trace.emit(ev, **fields)
+
     def trace_msg(self, ev: str, msg: JoynrMessage | None, **extra: Any) -> None:
         if msg is None:
             fields = {"msg": None, "type": None, "from": None, "to": None, "hops": None, "corr": None}
@@ -216,101 +231,93 @@ class Runtime:
             }
         self.trace.emit(ev, **fields, **extra)
 
-    # -- routing ---------------------------------------------------------------------
+    # -- carrying out the router's decisions ---------------------------------------------
+    def carry_out(self, actions: Iterable[Action]) -> None:
+        for action in actions:
+            if isinstance(action, Send):
+                self.trace_msg(
+                    "msg.out", action.msg, via=action.via, addr_type=type_name(action.address),
+                    target=describe(action.address), gbid=action.gbid, resent=action.resent,
+                )
+                if not isinstance(action.address, InProcessAddress):
+                    self._transmit(action.msg, action.address)
+            elif isinstance(action, Deliver):
+                self.trace_msg("msg.deliver", action.msg)
+                self._dispatch(action.msg, action.recipient)
+            elif isinstance(action, Received):
+                self.trace_msg("msg.in", action.msg, via=action.via, gbid=action.gbid)
+            elif isinstance(action, Drop):
+                extra = {k: v for k, v in (("via", action.via), ("gbid", action.gbid),
+                                           ("detail", action.detail)) if v is not None}
+                self.trace_msg("msg.drop", action.msg, reason=action.reason, **extra)
+            elif isinstance(action, Queue):
+                self.trace_msg("msg.queue", action.msg, reason=action.reason)
+            elif isinstance(action, Resolve):
+                self._spawn(self._resolving(action.participant_id))
+            elif not isinstance(action, LearnRoute):  # the table's listener traced the put
+                raise TypeError(f"unknown router action {action!r}")
+
     def receive_frame(
         self, data: bytes | str, via: str, gbid: str | None = None, source: str | None = None
     ) -> None:
-        """A frame from the network: decode, count the hop, then route."""
+        """A frame from the network: decode, then let the router decide."""
         if not self.running:
             return
         msg = self.decode_frame(data, via, gbid)
         if msg is not None:
-            self.receive_message(msg, via, gbid, source)
+            self.carry_out(self.router.receive(msg, via, gbid, source))
 
     def decode_frame(self, data: bytes | str, via: str, gbid: str | None) -> JoynrMessage | None:
         """The message in a frame, or None after tracing why it is not one."""
-        try:
-            if not isinstance(data, (bytes, bytearray)):
-                raise MessageDecodeError("frame", "expected a binary frame")
-            return decode(bytes(data))
-        except MessageDecodeError as exc:
-            self.trace_msg("msg.drop", None, reason="decode-error", via=via, gbid=gbid, detail=str(exc))
+        decoded = self.router.decode_frame(data, via, gbid)
+        if isinstance(decoded, Drop):
+            self.carry_out([decoded])
             return None
+        return decoded
 
-    def receive_message(
-        self, msg: JoynrMessage, via: str, gbid: str | None = None, source: str | None = None
-    ) -> None:
-        self.trace_msg("msg.in", msg, via=via, gbid=gbid)
-        msg = msg.with_hop()
-        if msg.hops > self.max_hops:
-            self.trace_msg("msg.drop", msg, reason="hop-limit")
-            return
-        self._on_incoming(msg, via, gbid, source)
-        self.route(msg)
+    def mqtt_frame(self, payload: bytes, gbid: str) -> JoynrMessage | None:
+        return self.decode_frame(payload, "mqtt", gbid)
 
-    def _on_incoming(
-        self, msg: JoynrMessage, via: str, gbid: str | None, source: str | None
-    ) -> None:
-        """Learn routes from an incoming message (the replyTo of a request)."""
+    def mqtt_message(self, msg: JoynrMessage, gbid: str) -> None:
+        self.carry_out(self.router.receive(msg, "mqtt", gbid))
 
     def route(self, msg: JoynrMessage, gbid: str | None = None) -> None:
-        if msg.expiry_date_ms < self.clock.now_ms():
-            self.trace_msg("msg.drop", msg, reason="expired")
-            return
-        entry = self.table.lookup(msg.recipient, gbid)
-        if entry is None:
-            self.trace_msg("msg.queue", msg, reason="no-route")
-            self._queue.setdefault(msg.recipient, []).append(msg)
-            self._on_unknown_participant(msg.recipient)
-            return
-        address = entry.address
-        via = self._via(address)
-        self.trace_msg(
-            "msg.out", msg, via=via, addr_type=type_name(address), target=describe(address),
-            gbid=getattr(address, "broker_uri", None), resent=False,
-        )
-        if isinstance(address, InProcessAddress):
-            self._deliver(msg, address.skeleton)
-        else:
-            self._send(msg, address)
+        self.carry_out(self.router.route(msg, gbid))
 
-    def _on_unknown_participant(self, participant_id: str) -> None:
-        """A message waits for a route; a libjoynr runtime asks its parent."""
-
-    def _via(self, address: Address) -> str:
-        name = type_name(address)
-        return {"InProcess": "inprocess", "Mqtt": "mqtt"}.get(name, "ws" if "WebSocket" in name else name)
-
-    def _send(self, msg: JoynrMessage, address: Address) -> None:
+    def _transmit(self, msg: JoynrMessage, address: Address) -> None:
+        """Hand a message to the transport of ``address``; report a failure to the router."""
         raise NotImplementedError
+
+    async def _resolving(self, participant_id: str) -> None:
+        try:
+            await self._resolve(participant_id)
+        finally:
+            self.router.resolved(participant_id)
+
+    async def _resolve(self, participant_id: str) -> None:
+        """A message waits for a participant without a route: ask whoever may know."""
 
     def _on_routing_decision(self, decision: RoutingDecision) -> None:
         # A route appeared: hand the waiting messages to it, after the put has returned.
-        if decision.op == "put" and decision.outcome != "refused" and decision.participant_id in self._queue:
+        if (
+            decision.op == "put" and decision.outcome != "refused"
+            and self.router.queued(decision.participant_id)
+        ):
             asyncio.get_running_loop().call_soon(self._flush, decision.participant_id)
 
     def _flush(self, participant_id: str) -> None:
-        waiting = self._queue.pop(participant_id, [])
-        for msg in waiting:
-            self.route(msg)
+        self.carry_out(self.router.route_appeared(participant_id))
 
     def purge(self, now_ms: int | None = None) -> None:
-        """Drop expired queued messages and purge expired routing entries."""
+        """Drop expired waiting messages and purge expired routing entries."""
         if not self.running:
             return
         now = self.clock.now_ms() if now_ms is None else now_ms
-        for pid in list(self._queue):
-            alive = []
-            for msg in self._queue[pid]:
-                if msg.expiry_date_ms < now:
-                    self.trace_msg("msg.drop", msg, reason="expired")
-                else:
-                    alive.append(msg)
-            if alive:
-                self._queue[pid] = alive
-            else:
-                del self._queue[pid]
-        self.table.purge_expired(now)
+        self.carry_out(self.router.advance(now))
+        self._on_purge(now)
+
+    def _on_purge(self, now_ms: int) -> None:
+        """Subclasses' periodic bookkeeping (sessions, discovery freshness)."""
 
     async def _purge_periodically(self) -> None:
         while True:
@@ -318,19 +325,10 @@ class Runtime:
             self.purge()
 
     def queued(self, participant_id: str | None = None) -> int:
-        if participant_id is not None:
-            return len(self._queue.get(participant_id, ()))
-        return sum(len(q) for q in self._queue.values())
+        return self.router.queued(participant_id)
 
     # -- delivery to providers and proxies ----------------------------------------------
-    def _deliver(self, msg: JoynrMessage, skeleton: Any) -> None:
-        if msg.id in self._delivered:
-            self.trace_msg("msg.drop", msg, reason="duplicate")
-            return
-        self._delivered[msg.id] = None
-        if len(self._delivered) > _DELIVERED_MEMORY:
-            self._delivered.popitem(last=False)
-        self.trace_msg("msg.deliver", msg)
+    def _dispatch(self, msg: JoynrMessage, skeleton: Any) -> None:
         if isinstance(skeleton, ProviderSkeleton) and msg.type in (REQUEST, ONE_WAY):
             self._spawn(self._invoke(skeleton, msg))
         elif msg.type == REPLY:

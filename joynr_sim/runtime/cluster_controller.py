@@ -1,13 +1,10 @@
-"""The cluster controller: one MQTT connection per GBID (each a broker session in the link
-registry), a WebSocket server for libjoynr runtimes, a routing table of kind
-cluster-controller, joynr's routing provider and the local capabilities directory."""
+"""The cluster controller: an MQTT endpoint (one connection per GBID, each a broker session
+in the link registry), a WebSocket server for libjoynr runtimes, the message router of kind
+cluster controller (``joynr_sim.core.router.CcMessageRouter``), joynr's routing provider and
+the local capabilities directory."""
 
 from __future__ import annotations
 
-import asyncio
-import itertools
-from collections import OrderedDict
-from dataclasses import replace
 from typing import Any, Iterable, Protocol, Sequence
 
 from ..core.address import (
@@ -19,20 +16,11 @@ from ..core.address import (
     WebSocketClientAddress,
     from_json,
 )
-from ..core.message import (
-    BROADCAST_SUBSCRIPTION_REQUEST,
-    MULTICAST_SUBSCRIPTION_REQUEST,
-    REQUEST,
-    SUBSCRIPTION_REQUEST,
-    JoynrMessage,
-    decode,
-    encode,
-)
 from ..core.discovery import DiscoveryEntry
 from ..core.links import LinkRegistry
+from ..core.message import JoynrMessage, encode
+from ..core.router import CcMessageRouter
 from ..core.routing import RoutingEntry, RoutingTable
-from ..store.outbox import Outbox
-from ..transport.mqtt import MqttConnection, unicast_topic
 from ..transport.websocket import WebSocketServer
 from .base import FOREVER_MS, Runtime
 from .discovery import (
@@ -43,30 +31,18 @@ from .discovery import (
     DiscoveryProvider,
     LocalDiscovery,
 )
+from .mqtt_endpoint import BrokerDirectory, MqttEndpoint
 from .participants import ProviderSkeleton
-from .sessions import BrokerSessions, open_link_registry
-
-# Requests whose replies come back to the sender: their replyTo teaches the receiver a route.
-_REQUEST_TYPES = frozenset(
-    {REQUEST, SUBSCRIPTION_REQUEST, BROADCAST_SUBSCRIPTION_REQUEST, MULTICAST_SUBSCRIPTION_REQUEST}
-)
-CONNECT_TIMEOUT_S = 10
-_SEEN_MEMORY = 100_000
-
-
-def _tag(msg: JoynrMessage) -> str:
-    """A delivery tag per hop: a looping message passes the same broker more than once."""
-    return f"{msg.id}/{msg.hops}"
+from .sessions import open_link_registry
 
 
 def routing_provider_participant_id(cc_id: str) -> str:
     return f"{cc_id}-routingprovider"
 
 
-class BrokerDirectory(Protocol):
-    def endpoint(self, gbid: str) -> tuple[str, int]: ...
-
-    def credentials(self, client_id: str) -> tuple[str, str] | None: ...
+class HasRoutingTable(Protocol):
+    @property
+    def table(self) -> RoutingTable: ...
 
 
 class RoutingProvider:
@@ -74,23 +50,23 @@ class RoutingProvider:
 
     interface_name = "joynr/system/Routing"
 
-    def __init__(self, cc: "ClusterController") -> None:
-        self._cc = cc
+    def __init__(self, routes: HasRoutingTable) -> None:
+        self._routes = routes
 
     def addNextHop(self, participantId: str, address: str, isGloballyVisible: bool) -> None:
         try:
             parsed = from_json(address)
         except AddressError as exc:
             raise ValueError(str(exc)) from None
-        self._cc.table.put(
+        self._routes.table.put(
             participantId, RoutingEntry(parsed, bool(isGloballyVisible), FOREVER_MS), "routing-provider"
         )
 
     def removeNextHop(self, participantId: str) -> None:
-        self._cc.table.remove(participantId)
+        self._routes.table.remove(participantId)
 
     def resolveNextHop(self, participantId: str) -> bool:
-        return participantId in self._cc.table
+        return participantId in self._routes.table
 
 
 class ClusterController(Runtime):
@@ -119,22 +95,20 @@ class ClusterController(Runtime):
             raise ValueError(f"gbids: a cluster controller needs at least one GBID ({cc_id!r})")
         if len(set(self.gbids)) != len(self.gbids):
             raise ValueError(f"gbids: repeated GBID in {list(self.gbids)!r}")
-        self.brokers = brokers
         self.topic = cc_id
         self.client_id = cc_id  # joynr derives the MQTT client id from the persisted CC id
         self.provisioned = tuple(provisioned)
         self.routing_provider_id = routing_provider_participant_id(cc_id)
         self.websocket = websocket
         self.old_joynr = old_joynr
-        self.mqtt: dict[str, MqttConnection] = {}
-        self._cut: set[str] = set()
         self.ws_server: WebSocketServer | None = None
         self.ws_port = 0
         self.discovery: LocalDiscovery | None = None
         if discovery:
             self.discovery = LocalDiscovery(
-                self, old_joynr=old_joynr, freshness_interval_ms=freshness_interval_ms,
-                remove_stale_delay_ms=remove_stale_delay_ms,
+                cc_id, self.gbids, self.clock_ms, gcd=self._call_gcd, routes=self._put_route,
+                emit=self.emit, spawn=self.spawn, old_joynr=old_joynr,
+                freshness_interval_ms=freshness_interval_ms, remove_stale_delay_ms=remove_stale_delay_ms,
             )
         super().__init__(runtime_id or cc_id, **kwargs)
         # What joynr persists for a cluster controller: its broker sessions (shared by every
@@ -143,10 +117,27 @@ class ClusterController(Runtime):
         state_dir = self.run_dir / "state"
         if link_registry is None:  # (an empty registry is falsy: it has a length)
             link_registry = open_link_registry(state_dir, cc_id, self.clock.now_ms, detached_timeout_ms)
-        self.link_registry = link_registry
-        self.outbox = Outbox(state_dir / f"{self.runtime_id}.outbox.sqlite")
-        self.sessions = BrokerSessions(self, self.link_registry, self.outbox)
-        self._conn_seq = itertools.count(1)
+        self.endpoint = MqttEndpoint(
+            self, client_id=self.client_id, topic=self.topic, gbids=self.gbids, brokers=brokers,
+            link_registry=link_registry, outbox_path=state_dir / f"{self.runtime_id}.outbox.sqlite",
+        )
+
+    # The MQTT side, as tests and the scenario runner look at it.
+    @property
+    def mqtt(self) -> dict:
+        return self.endpoint.connections
+
+    @property
+    def outbox(self):
+        return self.endpoint.outbox
+
+    @property
+    def sessions(self):
+        return self.endpoint.sessions
+
+    @property
+    def link_registry(self) -> LinkRegistry:
+        return self.endpoint.link_registry
 
     @property
     def default_gbid(self) -> str:
@@ -159,14 +150,21 @@ class ClusterController(Runtime):
     def ws_address(self) -> WebSocketAddress:
         return WebSocketAddress("WS", "127.0.0.1", self.ws_port, "/")
 
-    def _make_table(self) -> RoutingTable:
-        return RoutingTable(
+    def clock_ms(self) -> int:
+        return self.clock.now_ms()
+
+    def _make_router(self) -> CcMessageRouter:
+        table = RoutingTable(
             "cluster-controller",
             policy=self.policy,
             own_addresses=[self.global_address(g) for g in self.gbids],
             known_gbids=self.gbids,
             gcd_participant_id=GCD_PARTICIPANT_ID,
             clock=self.clock.now_ms,
+        )
+        return CcMessageRouter(
+            table, self.clock.now_ms, own_topic=self.topic, gbids=self.gbids,
+            resolves=self.discovery is not None, max_hops=self.max_hops,
         )
 
     def _life_fields(self) -> dict[str, Any]:
@@ -177,17 +175,14 @@ class ClusterController(Runtime):
             "ws_port": self.ws_port,
         }
 
-    # -- transports ------------------------------------------------------------------
+    # -- lifecycle -------------------------------------------------------------------
     def _on_reset(self) -> None:
-        self._seen: OrderedDict[tuple[str, int], None] = OrderedDict()
-        self._resolving: set[str] = set()
         if self.discovery is not None:
             self.discovery.reset()
 
     def close(self) -> None:
         super().close()
-        self.sessions.close()
-        self.outbox.close()
+        self.endpoint.close()
 
     async def _start_transports(self) -> None:
         self._provision()
@@ -195,7 +190,7 @@ class ClusterController(Runtime):
             self.ws_server = WebSocketServer(
                 on_frame=lambda client, frame: self.receive_frame(frame, "ws", source=client),
                 on_client=lambda client: None,
-                on_client_gone=self._on_client_gone,
+                on_client_gone=lambda client: self.carry_out(self.router.client_gone(client)),
                 on_bad_handshake=lambda detail: self.trace_msg(
                     "msg.drop", None, reason="decode-error", via="ws", gbid=None, detail=detail
                 ),
@@ -203,83 +198,34 @@ class ClusterController(Runtime):
             # A restarted cluster controller listens where its libjoynr runtimes expect it.
             await self.ws_server.start(port=self.ws_port)
             self.ws_port = self.ws_server.port
-        self._cut: set[str] = set()
-        for gbid in self.gbids:
-            self._connect(gbid)
-        await asyncio.gather(*(c.wait_connected(CONNECT_TIMEOUT_S) for c in self.mqtt.values()))
+        await self.endpoint.start()
 
-    def _connect(self, gbid: str) -> MqttConnection:
-        host, port = self.brokers.endpoint(gbid)
-        conn = MqttConnection(
-            gbid=gbid,
-            host=host,
-            port=port,
-            client_id=self.client_id,
-            topic=self.topic,
-            credentials=self.brokers.credentials(self.client_id),
-            loop=asyncio.get_running_loop(),
-            on_message=self._on_mqtt_message,
-            on_connected=lambda c, session_present: self.sessions.attached(c),
-            on_disconnected=self.sessions.lost,
-            on_published=self.sessions.acknowledged,
-            connection_id=self.sessions.connection_id(gbid, next(self._conn_seq)),
-        )
-        self.mqtt[gbid] = conn
-        conn.start()
-        return conn
+    async def _stop_transports(self) -> None:
+        if self.ws_server is not None:
+            await self.ws_server.stop()
+        await self.endpoint.stop()
 
-    # -- MQTT deliveries -------------------------------------------------------------
-    def _on_mqtt_message(self, conn: MqttConnection, payload: bytes, mid: int) -> None:
-        """Hold the message, acknowledge it, handle it, then let it go."""
-        if not self.running:
-            return  # a crashed runtime acknowledges nothing: the broker keeps it
-        msg = self.decode_frame(payload, "mqtt", conn.gbid)
-        if msg is None:
-            conn.ack(mid)
-            return
-        tag = _tag(msg)
-        self.sessions.received(conn, tag, payload)
-        conn.ack(mid)
-        self._handle(conn, tag, msg)
-
-    def handle_again(self, conn: MqttConnection, tag: str, payload: bytes) -> None:
-        """A message received before a crash and never handled."""
-        msg = self.decode_frame(payload, "mqtt", conn.gbid)
-        if msg is None:
-            self.sessions.handled(conn, tag)
-            return
-        self._handle(conn, tag, msg)
-
-    def _handle(self, conn: MqttConnection, tag: str, msg: JoynrMessage) -> None:
-        # A re-sent copy arrives with the hop count of the first; a looping message comes
-        # back with a higher one and must go on looping until the hop limit stops it.
-        key = (msg.id, msg.hops)
-        if key in self._seen:
-            self.trace_msg("msg.drop", msg, reason="duplicate", via="mqtt", gbid=conn.gbid)
-        else:
-            self._seen[key] = None
-            if len(self._seen) > _SEEN_MEMORY:
-                self._seen.popitem(last=False)
-            self.receive_message(msg, "mqtt", conn.gbid)
-        self.sessions.handled(conn, tag)
-
-    def _publish(self, conn: MqttConnection, msg: JoynrMessage, topic: str, payload: bytes) -> None:
-        tag = _tag(msg)
-        self.sessions.publishing(conn, tag, topic, payload)
-        self.sessions.published(conn, conn.publish(topic, payload), tag)
-
-    def resend(self, conn: MqttConnection, tag: str, topic: str, payload: bytes) -> None:
-        """Publish again what the broker never acknowledged before a crash."""
-        msg = decode(payload)
-        self.trace_msg(
-            "msg.out", msg, via="mqtt", addr_type="Mqtt", target=f"{conn.gbid}/{topic}",
-            gbid=conn.gbid, resent=True,
-        )
-        self.sessions.published(conn, conn.publish(topic, payload), tag)
+    async def _abort_transports(self) -> None:
+        if self.ws_server is not None:
+            self.ws_server.abort()
+        await self.endpoint.abort()
 
     def _on_started(self) -> None:
         if self.discovery is not None:
             self.discovery.on_start()
+
+    def _on_purge(self, now_ms: int) -> None:
+        self.endpoint.purge(now_ms)
+        if self.discovery is not None:
+            self.discovery.tick(now_ms)
+
+    async def cut(self, gbid: str) -> None:
+        """Cut this cluster controller off the broker of ``gbid`` (the link dies without
+        DISCONNECT); messages for that backend are dropped until ``heal``."""
+        await self.endpoint.cut(gbid)
+
+    async def heal(self, gbid: str) -> None:
+        await self.endpoint.heal(gbid)
 
     def _provision(self) -> None:
         routing = ProviderSkeleton(
@@ -307,15 +253,37 @@ class ClusterController(Runtime):
         for participant_id, address, visible in self.provisioned:
             self.table.put(participant_id, RoutingEntry(address, visible, FOREVER_MS, True), "provisioned")
 
-    def purge(self, now_ms: int | None = None) -> None:
-        super().purge(now_ms)
-        if self.running:
-            now = self.clock.now_ms() if now_ms is None else now_ms
-            self.sessions.purge(now)
-            if self.discovery is not None:
-                self.discovery.tick(now)
+    # -- carrying out ----------------------------------------------------------------
+    def _transmit(self, msg: JoynrMessage, address: Address) -> None:
+        if isinstance(address, MqttAddress):
+            if not self.endpoint.publish(msg, address.broker_uri, address.topic):
+                self.carry_out(self.router.send_failed(msg, address))
+        elif isinstance(address, WebSocketClientAddress):
+            self._spawn(self._send_ws(msg, address))
+
+    async def _send_ws(self, msg: JoynrMessage, address: WebSocketClientAddress) -> None:
+        assert self.ws_server is not None
+        if not await self.ws_server.send(address.id, encode(msg)):
+            self.carry_out(self.router.send_failed(msg, address))
+
+    async def _resolve(self, participant_id: str) -> None:
+        """A message waits for a participant this CC has no route for (e.g. after a
+        restart): ask discovery, whose answer becomes a route through the policy."""
+        assert self.discovery is not None
+        try:
+            await self.discovery.lookup_participant(participant_id)
+        except Exception:  # not found anywhere: the message waits until it expires
+            pass
 
     # -- discovery -------------------------------------------------------------------
+    async def _call_gcd(self, method: str, params: list[Any], gbid: str, ttl_ms: int) -> Any:
+        assert self.discovery is not None
+        return await self.request(self.discovery.participant_id, GCD_PARTICIPANT_ID, method, params, ttl_ms,
+                                  gbid=gbid)
+
+    def _put_route(self, participant_id: str, entry: RoutingEntry, origin: str) -> None:
+        self.table.put(participant_id, entry, origin)
+
     def _require_discovery(self) -> LocalDiscovery:
         if self.discovery is None:
             raise RuntimeError(f"{self.runtime_id}: runs without discovery")
@@ -332,104 +300,3 @@ class ClusterController(Runtime):
 
     async def _discovery_lookup_participant(self, participant_id, scope, gbids, cache_max_age_ms):
         return await self._require_discovery().lookup_participant(participant_id, scope, gbids, cache_max_age_ms)
-
-    async def _stop_transports(self) -> None:
-        """A clean shutdown closes the sessions: links closed, nothing left to resume."""
-        if self.ws_server is not None:
-            await self.ws_server.stop()
-        await asyncio.gather(*(c.stop() for c in self.mqtt.values()))
-        for conn in self.mqtt.values():
-            self.sessions.detached(conn, closed=True)
-        self.mqtt.clear()
-
-    async def _abort_transports(self) -> None:
-        """A crash leaves the sessions suspended at the broker, to be resumed."""
-        if self.ws_server is not None:
-            self.ws_server.abort()
-        await asyncio.gather(*(c.crash() for c in self.mqtt.values()))
-        for conn in self.mqtt.values():
-            self.sessions.detached(conn, closed=False, error="connection-lost")
-        self.mqtt.clear()
-
-    async def cut(self, gbid: str) -> None:
-        """Cut this cluster controller off the broker of ``gbid`` (the link dies without
-        DISCONNECT); messages for that backend are dropped until ``heal``."""
-        conn = self.mqtt.pop(self._known_gbid(gbid), None)
-        if conn is None:
-            raise ValueError(f"gbid: {self.runtime_id} is not connected to {gbid!r}")
-        self._cut.add(gbid)
-        await conn.crash()
-        self.sessions.detached(conn, closed=False, error="connection-lost")
-
-    async def heal(self, gbid: str) -> None:
-        if gbid not in self._cut:
-            raise ValueError(f"gbid: {self.runtime_id} is not cut off {gbid!r}")
-        self._cut.discard(gbid)
-        conn = self._connect(gbid)
-        await conn.wait_connected(CONNECT_TIMEOUT_S)
-
-    def _known_gbid(self, gbid: str) -> str:
-        if gbid not in self.gbids:
-            raise ValueError(f"gbid: {gbid!r} is not one of {self.runtime_id}'s {list(self.gbids)}")
-        return gbid
-
-    def _on_unknown_participant(self, participant_id: str) -> None:
-        """A message waits for a participant this CC has no route for (e.g. after a
-        restart): ask discovery, whose answer becomes a route through the policy."""
-        if self.discovery is None or participant_id in self._resolving:
-            return
-        self._resolving.add(participant_id)
-        self._spawn(self._resolve(participant_id))
-
-    async def _resolve(self, participant_id: str) -> None:
-        assert self.discovery is not None
-        try:
-            await self.discovery.lookup_participant(participant_id)
-        except Exception:  # not found anywhere: the message waits until it expires
-            pass
-        finally:
-            self._resolving.discard(participant_id)
-
-    def _on_client_gone(self, client_id: str) -> None:
-        """A libjoynr runtime went away: its non-sticky routes go with it."""
-        gone = WebSocketClientAddress(client_id)
-        for pid, entry in self.table.items():
-            if entry.address == gone and not entry.is_sticky:
-                self.table.remove(pid)
-
-    # -- routing ---------------------------------------------------------------------
-    def _on_incoming(
-        self, msg: JoynrMessage, via: str, gbid: str | None, source: str | None
-    ) -> None:
-        if msg.type not in _REQUEST_TYPES:
-            return
-        if via == "ws" and source is not None and msg.sender not in self.table:
-            # A local sender not announced through the routing provider (yet): its
-            # reply goes back on the connection the request came from.
-            address = WebSocketClientAddress(source)
-            self.table.put(msg.sender, RoutingEntry(address, False, msg.expiry_date_ms), "reply-to")
-        elif via == "mqtt" and isinstance(msg.reply_to, MqttAddress):
-            # The sender is reachable on the backend the request came from, whatever
-            # broker the replyTo names; the route lives as long as the request.
-            address = MqttAddress(gbid, msg.reply_to.topic)
-            self.table.put(msg.sender, RoutingEntry(address, True, msg.expiry_date_ms), "reply-to")
-
-    def _send(self, msg: JoynrMessage, address: Address) -> None:
-        if isinstance(address, MqttAddress):
-            conn = self.mqtt.get(address.broker_uri)
-            if conn is None:
-                reason = "no-connection" if address.broker_uri in self._cut else "unknown-gbid"
-                self.trace_msg("msg.drop", msg, reason=reason, gbid=address.broker_uri)
-                return
-            if msg.type in _REQUEST_TYPES and msg.reply_to is None:
-                msg = replace(msg, reply_to=self.global_address(address.broker_uri))
-            self._publish(conn, msg, unicast_topic(address.topic), encode(msg))
-        elif isinstance(address, WebSocketClientAddress):
-            self._spawn(self._send_ws(msg, address.id))
-        else:  # a cluster controller cannot connect to a WebSocket server or a channel
-            self.trace_msg("msg.drop", msg, reason="no-connection")
-
-    async def _send_ws(self, msg: JoynrMessage, client_id: str) -> None:
-        assert self.ws_server is not None
-        if not await self.ws_server.send(client_id, encode(msg)):
-            self.trace_msg("msg.drop", msg, reason="no-connection")

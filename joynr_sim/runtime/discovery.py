@@ -13,7 +13,7 @@ entries after start-up. An "old joynr" cluster controller uses only the old GCD 
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import Any, Awaitable, Callable, Coroutine, Protocol, Sequence
 
 from ..core.discovery import (
     DiscoveryEntry,
@@ -28,9 +28,6 @@ from ..core.discovery import (
 from ..core.errors import ApplicationException, JoynrRuntimeException
 from ..core.lcd import LocalCapabilitiesDirectory, LookupPlan
 from ..core.routing import RoutingEntry
-
-if TYPE_CHECKING:  # pragma: no cover
-    from .cluster_controller import ClusterController
 
 GCD_PARTICIPANT_ID = "capabilitiesdirectory_participantid"
 GCD_TOPIC = "discoverydirectory_channelid"
@@ -56,38 +53,60 @@ def to_discovery_error(exc: ApplicationException) -> Exception:
         return exc
 
 
+class GcdCall(Protocol):
+    """Call a GCD method on the backend ``gbid`` and return its result."""
+
+    def __call__(self, method: str, params: list[Any], gbid: str, ttl_ms: int) -> Awaitable[Any]: ...
+
+
 class LocalDiscovery:
+    """The local capabilities directory at work; what it needs of its cluster controller
+    is four calls: ask the GCD, offer a routing entry, trace, and run in the background."""
+
     def __init__(
         self,
-        cc: "ClusterController",
+        cc_id: str,
+        gbids: Sequence[str],
+        clock: Callable[[], int],
         *,
+        gcd: GcdCall,
+        routes: Callable[[str, RoutingEntry, str], Any],
+        emit: Callable[..., Any],
+        spawn: Callable[[Coroutine[Any, Any, Any]], Any],
         old_joynr: bool = False,
         freshness_interval_ms: int = DEFAULT_FRESHNESS_INTERVAL_MS,
         remove_stale_delay_ms: int = 0,
     ) -> None:
-        self.cc = cc
+        self.cc_id = cc_id
+        self.gbids = tuple(gbids)
+        self.default_gbid = self.gbids[0]
+        self.clock = clock
+        self._call_gcd = gcd
+        self._put_route = routes
+        self._emit = emit
+        self._spawn = spawn
         self.old_joynr = old_joynr
         self.freshness_interval_ms = freshness_interval_ms
         self.remove_stale_delay_ms = remove_stale_delay_ms
-        self.participant_id = discovery_provider_participant_id(cc.cc_id)
+        self.participant_id = discovery_provider_participant_id(cc_id)
         # The cluster controller calls reset() when it builds its state.
 
     def reset(self) -> None:
         """A crash loses the local store and the cache."""
-        self.lcd = LocalCapabilitiesDirectory(self.cc.cc_id, self.cc.gbids, self.cc.clock.now_ms)
-        self._last_touch_ms = self.cc.clock.now_ms()
+        self.lcd = LocalCapabilitiesDirectory(self.cc_id, self.gbids, self.clock)
+        self._last_touch_ms = self.clock()
 
     def on_start(self) -> None:
-        self.started_ms = self.cc.clock.now_ms()
+        self.started_ms = self.clock()
         self._last_touch_ms = self.started_ms
         if not self.old_joynr:  # removeStale is a new method
-            self.cc._spawn(self._remove_stale_after_start())
+            self._spawn(self._remove_stale_after_start())
 
     async def _remove_stale_after_start(self) -> None:
         await asyncio.sleep(self.remove_stale_delay_ms / 1000)
-        for gbid in self.cc.gbids:
+        for gbid in self.gbids:
             try:
-                await self._gcd("remove_stale", [self.cc.cc_id, self.started_ms], gbid)
+                await self._gcd("remove_stale", [self.cc_id, self.started_ms], gbid)
             except _FAILURES as exc:
                 self._trace("lcd.remove_stale", gbids=[gbid], error=_error_name(exc))
             else:
@@ -98,12 +117,12 @@ class LocalDiscovery:
         self.lcd.purge_expired()
         if now_ms - self._last_touch_ms >= self.freshness_interval_ms:
             self._last_touch_ms = now_ms
-            self.cc._spawn(self.touch())
+            self._spawn(self.touch())
 
     async def touch(self) -> None:
         participants = self.lcd.touch()
-        for gbid in self.cc.gbids:
-            params = [self.cc.cc_id] if self.old_joynr else [self.cc.cc_id, participants]
+        for gbid in self.gbids:
+            params = [self.cc_id] if self.old_joynr else [self.cc_id, participants]
             try:
                 await self._gcd("touch", params, gbid)
                 error = None
@@ -124,7 +143,7 @@ class LocalDiscovery:
             if registration.is_global:
                 global_entry = self.lcd.global_entry(entry.participant_id)
                 if self.old_joynr:
-                    await self._gcd("add_old", [[global_entry.to_wire()]], self.cc.default_gbid)
+                    await self._gcd("add_old", [[global_entry.to_wire()]], self.default_gbid)
                 else:
                     await self._gcd("add", [global_entry.to_wire(), list(registration.gbids)],
                                     registration.gbids[0])
@@ -144,7 +163,7 @@ class LocalDiscovery:
         if registration is not None and registration.is_global:
             try:
                 if self.old_joynr:
-                    await self._gcd("remove_old", [[participant_id]], self.cc.default_gbid)
+                    await self._gcd("remove_old", [[participant_id]], self.default_gbid)
                 else:
                     await self._gcd("remove", [participant_id, list(registration.gbids)],
                                     registration.gbids[0])
@@ -169,7 +188,7 @@ class LocalDiscovery:
             if plan.needs_gcd_lookup:
                 if self.old_joynr:
                     found = await self._gcd("lookup_domains_old", [list(domains), interface_name],
-                                            self.cc.default_gbid)
+                                            self.default_gbid)
                 else:
                     found = await self._gcd("lookup_domains",
                                             [list(domains), interface_name, list(plan.gcd_gbids)],
@@ -196,7 +215,7 @@ class LocalDiscovery:
             plan: LookupPlan = self.lcd.plan_lookup_participant(participant_id, scope, gbids, cache_max_age_ms)
             if plan.needs_gcd_lookup:
                 if self.old_joynr:
-                    found = await self._gcd("lookup_participant_old", [participant_id], self.cc.default_gbid)
+                    found = await self._gcd("lookup_participant_old", [participant_id], self.default_gbid)
                 else:
                     found = await self._gcd("lookup_participant", [participant_id, list(plan.gcd_gbids)],
                                             plan.gcd_gbid)
@@ -215,21 +234,17 @@ class LocalDiscovery:
     def _add_routes(self, entries: Sequence[GlobalDiscoveryEntry]) -> None:
         """Every global result becomes a routing entry; the policy decides what stays."""
         for entry in entries:
-            self.cc.table.put(
-                entry.participant_id, RoutingEntry(entry.address, True, entry.expiry_date_ms), "gcd"
-            )
+            self._put_route(entry.participant_id, RoutingEntry(entry.address, True, entry.expiry_date_ms), "gcd")
 
     # -- the GCD ---------------------------------------------------------------------
     async def _gcd(self, method: str, params: list[Any], gbid: str) -> Any:
         try:
-            return await self.cc.request(
-                self.participant_id, GCD_PARTICIPANT_ID, method, params, GCD_CALL_TTL_MS, gbid=gbid
-            )
+            return await self._call_gcd(method, params, gbid, GCD_CALL_TTL_MS)
         except ApplicationException as exc:
             raise to_discovery_error(exc) from None
 
     def _trace(self, ev: str, **fields: Any) -> None:
-        self.cc.trace.emit(ev, **fields)
+        self._emit(ev, **fields)
 
 
 def _scope_name(scope: DiscoveryScope | str) -> str:

@@ -1,9 +1,10 @@
 """The Global Capabilities Directory service: one instance per GBID, each a joynr provider on
 that backend's broker, all on one shared store.
 
-An instance is a cluster-controller-like runtime (kind ``gcd``) with one MQTT connection,
-no WebSocket server and the GCD provider in process, under joynr's default participant id
-and topic. Store calls run on one worker thread of the instance, so a slow store never
+An instance is a runtime (kind ``gcd``) composed of an MQTT endpoint (one connection, a
+broker session like a cluster controller's), a cluster controller's message router (it
+learns reply-to routes from the requests it serves) and the GCD provider in process, under
+joynr's default participant id and topic. Store calls run on one worker thread of the instance, so a slow store never
 blocks the event loop and SQLite keeps its connection on one thread.
 
 Wire methods are the logic's method names: ``add``, ``add_old``, ``lookup_domains``,
@@ -20,7 +21,7 @@ import hashlib
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable
 
-from ..core.address import InProcessAddress
+from ..core.address import Address, InProcessAddress, MqttAddress
 from ..core.discovery import (
     DiscoveryErrorException,
     GlobalDiscoveryEntry,
@@ -29,10 +30,13 @@ from ..core.discovery import (
 )
 from ..core.errors import ApplicationException, ProviderRuntimeException
 from ..core.gcd import GlobalCapabilitiesDirectory
-from ..core.routing import RoutingEntry
+from ..core.links import LinkRegistry
+from ..core.message import JoynrMessage
+from ..core.router import CcMessageRouter
+from ..core.routing import RoutingEntry, RoutingTable
 from ..store.gcd_store import open_gcd_store
-from .base import FOREVER_MS
-from .cluster_controller import ClusterController
+from .base import FOREVER_MS, Runtime
+from .mqtt_endpoint import BrokerDirectory, MqttEndpoint
 from .participants import ProviderSkeleton
 
 GCD_PARTICIPANT_ID = "capabilitiesdirectory_participantid"
@@ -145,19 +149,45 @@ def _cc_of(entry: Any) -> str | None:
         return None
 
 
-class GcdService(ClusterController):
+class GcdService(Runtime):
     kind = "gcd"
 
-    def __init__(self, gbid: str, known_gbids: list[str], brokers: Any, *, store_url: str, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        gbid: str,
+        known_gbids: list[str],
+        brokers: BrokerDirectory,
+        *,
+        store_url: str,
+        link_registry: LinkRegistry,
+        **kwargs: Any,
+    ) -> None:
         self.gbid = gbid
         self.known_gbids = list(known_gbids)
         self.store_url = store_url
+        self.topic = GCD_TOPIC
         self._executor: ThreadPoolExecutor | None = None
         self._gcd: GlobalCapabilitiesDirectory | None = None
-        super().__init__(
-            GCD_TOPIC, [gbid], brokers, runtime_id=gcd_runtime_id(gbid), websocket=False,
-            discovery=False, **kwargs,
+        super().__init__(gcd_runtime_id(gbid), **kwargs)
+        self.endpoint = MqttEndpoint(
+            self, client_id=GCD_TOPIC, topic=GCD_TOPIC, gbids=[gbid], brokers=brokers,
+            link_registry=link_registry,
+            outbox_path=self.run_dir / "state" / f"{self.runtime_id}.outbox.sqlite",
         )
+
+    def _make_router(self) -> CcMessageRouter:
+        own = MqttAddress(self.gbid, GCD_TOPIC)
+        table = RoutingTable(
+            "cluster-controller", policy=self.policy, own_addresses=[own], known_gbids=[self.gbid],
+            clock=self.clock.now_ms,
+        )
+        return CcMessageRouter(
+            table, self.clock.now_ms, own_topic=GCD_TOPIC, gbids=[self.gbid], resolves=False,
+            max_hops=self.max_hops,
+        )
+
+    def _life_fields(self) -> dict[str, Any]:
+        return {"cc_id": GCD_TOPIC, "gbids": [self.gbid], "own_topics": [GCD_TOPIC], "ws_port": 0}
 
     async def run(self, fn: Callable[[GlobalCapabilitiesDirectory], Any]) -> Any:
         """Run a GCD call on the worker thread that owns the store connection."""
@@ -176,14 +206,14 @@ class GcdService(ClusterController):
     async def _start_transports(self) -> None:
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=self.runtime_id)
         await asyncio.get_running_loop().run_in_executor(self._executor, self._open)
-        await super()._start_transports()
         skeleton = ProviderSkeleton(GCD_PARTICIPANT_ID, "io.joynr", GCD_INTERFACE, GcdProvider(self))
         self.table.put(
             GCD_PARTICIPANT_ID, RoutingEntry(InProcessAddress(skeleton), True, FOREVER_MS, True),
             "provisioned",
         )
+        await self.endpoint.start()
 
-    def _close(self) -> None:
+    def _close_store(self) -> None:
         executor, self._executor = self._executor, None
         if executor is not None:
             gcd = self._gcd
@@ -191,14 +221,22 @@ class GcdService(ClusterController):
             executor.shutdown(wait=True)
 
     async def _stop_transports(self) -> None:
-        await super()._stop_transports()
-        await asyncio.to_thread(self._close)
+        await self.endpoint.stop()
+        await asyncio.to_thread(self._close_store)
 
     async def _abort_transports(self) -> None:
-        await super()._abort_transports()
-        await asyncio.to_thread(self._close)
+        await self.endpoint.abort()
+        await asyncio.to_thread(self._close_store)
 
-    def purge(self, now_ms: int | None = None) -> None:
-        super().purge(now_ms)
-        if self.running and self._executor is not None:
+    def close(self) -> None:
+        super().close()
+        self.endpoint.close()
+
+    def _transmit(self, msg: JoynrMessage, address: Address) -> None:
+        if not isinstance(address, MqttAddress) or not self.endpoint.publish(msg, address.broker_uri, address.topic):
+            self.carry_out(self.router.send_failed(msg, address))
+
+    def _on_purge(self, now_ms: int) -> None:
+        self.endpoint.purge(now_ms)
+        if self._executor is not None:
             self._spawn(self.run(lambda g: g.purge_expired()))

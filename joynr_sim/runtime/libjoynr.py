@@ -5,6 +5,7 @@ Providers and proxies are InProcess here; the runtime announces them to the clus
 controller's routing provider, which gives them a WebSocketClient entry there. A message
 for a participant this runtime does not know waits while it asks the cluster controller
 (resolveNextHop); if the cluster controller knows it, the route is the cluster controller.
+The routing rules are ``joynr_sim.core.router.LibJoynrMessageRouter``'s.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from typing import Any, Sequence
 from ..core.address import (
     Address, InProcessAddress, WebSocketAddress, WebSocketClientAddress, to_json,
 )
-from ..core.message import REQUEST, JoynrMessage, encode
+from ..core.message import JoynrMessage, encode
+from ..core.router import LibJoynrMessageRouter
 from ..core.discovery import DiscoveryEntry, DiscoveryEntryWithMetaInfo
 from ..core.routing import RoutingEntry, RoutingTable
 from ..transport.websocket import WebSocketClient
@@ -38,25 +40,15 @@ class LibjoynrRuntime(Runtime):
         self.routing_provider_id = routing_provider_participant_id(cc_id)
         self.discovery_provider_id = discovery_provider_participant_id(cc_id)
         self.ws: WebSocketClient | None = None
-        self._resolving: set[str] = set()
         super().__init__(runtime_id, **kwargs)
 
     @property
     def client_address(self) -> WebSocketClientAddress:
         return WebSocketClientAddress(self.runtime_id)
 
-    def _make_table(self) -> RoutingTable:
-        return RoutingTable("libjoynr", policy=self.policy, clock=self.clock.now_ms)
-
-    def _on_reset(self) -> None:
-        self._parked: list[JoynrMessage] = []
-
-    def purge(self, now_ms: int | None = None) -> None:
-        super().purge(now_ms)
-        now = self.clock.now_ms() if now_ms is None else now_ms
-        for msg in [m for m in self._parked if m.expiry_date_ms < now]:
-            self._parked.remove(msg)
-            self.trace_msg("msg.drop", msg, reason="expired")
+    def _make_router(self) -> LibJoynrMessageRouter:
+        table = RoutingTable("libjoynr", policy=self.policy, clock=self.clock.now_ms)
+        return LibJoynrMessageRouter(table, self.clock.now_ms, parent=self.cc_address, max_hops=self.max_hops)
 
     def _life_fields(self) -> dict[str, Any]:
         return {"cc_id": self.cc_id}
@@ -86,8 +78,8 @@ class LibjoynrRuntime(Runtime):
             self._spawn(self._reconnect())
 
     async def _reconnect(self) -> None:
-        """The cluster controller went away: reconnect, then announce every local
-        participant again (a restarted cluster controller has forgotten them)."""
+        """The cluster controller went away: reconnect, send what was held, then announce
+        every local participant again (a restarted cluster controller has forgotten them)."""
         assert self.ws is not None
         while self.running:
             try:
@@ -96,8 +88,8 @@ class LibjoynrRuntime(Runtime):
             except OSError:
                 await asyncio.sleep(RECONNECT_INTERVAL_S)
                 self.purge()  # what waits for the connection may expire meanwhile
-        await self._send_parked()
-        for pid, skeleton in [*self.providers.items(), *self.proxies.items()]:
+        self.carry_out(self.router.connection_restored())
+        for pid in [*self.providers, *self.proxies]:
             visible = getattr(self.table.lookup(pid), "is_globally_visible", False)
             await self._announce_participant(pid, visible)
 
@@ -109,47 +101,21 @@ class LibjoynrRuntime(Runtime):
         if self.ws is not None:
             self.ws.abort()
 
-    # -- routing ---------------------------------------------------------------------
-    def _on_incoming(self, msg: JoynrMessage, via: str, gbid: str | None, source: str | None) -> None:
-        if msg.type == REQUEST and msg.sender not in self.table:
-            # Everything outside this runtime is reached through the cluster controller.
-            self.table.put(msg.sender, RoutingEntry(self.cc_address, False, msg.expiry_date_ms), "reply-to")
-
-    def _on_unknown_participant(self, participant_id: str) -> None:
-        if participant_id not in self._resolving and self.running:
-            self._resolving.add(participant_id)
-            self._spawn(self._resolve(participant_id))
-
+    # -- carrying out ----------------------------------------------------------------
     async def _resolve(self, participant_id: str) -> None:
         try:
             known = await self._routing_call("resolveNextHop", [participant_id])
         except JoynrRuntimeException:
             known = False
-        finally:
-            self._resolving.discard(participant_id)
         if known:
             self.table.put(participant_id, RoutingEntry(self.cc_address, False, FOREVER_MS), "routing-provider")
 
-    def _send(self, msg: JoynrMessage, address: Address) -> None:
-        if isinstance(address, WebSocketAddress):
-            self._spawn(self._send_ws(msg))
-        else:  # no global connection and no clients in a libjoynr runtime
-            self.trace_msg("msg.drop", msg, reason="no-connection")
+    def _transmit(self, msg: JoynrMessage, address: Address) -> None:
+        self._spawn(self._send_ws(msg, address))
 
-    async def _send_ws(self, msg: JoynrMessage) -> None:
+    async def _send_ws(self, msg: JoynrMessage, address: Address) -> None:
         if self.ws is None or not await self.ws.send(encode(msg)):
-            # The cluster controller is away (restarting): hold the message until the
-            # connection is back, as joynr's WebSocket client does.
-            self._parked.append(msg)
-
-    async def _send_parked(self) -> None:
-        parked, self._parked = self._parked, []
-        now = self.clock.now_ms()
-        for msg in parked:
-            if msg.expiry_date_ms < now:
-                self.trace_msg("msg.drop", msg, reason="expired")
-            elif self.ws is None or not await self.ws.send(encode(msg)):
-                self._parked.append(msg)
+            self.carry_out(self.router.send_failed(msg, address))
 
     # -- the cluster controller's routing provider ---------------------------------------
     async def _routing_call(self, method: str, params: list[Any]) -> Any:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from ..core.links import (
     LinkAttached,
@@ -42,7 +42,6 @@ from ..store.outbox import INCOMING, OUTGOING, Outbox
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..transport.mqtt import MqttConnection
-    from .cluster_controller import ClusterController
 
 STORM_THRESHOLD = 5  # steals of one key ...
 STORM_WINDOW_MS = 10_000  # ... within this window
@@ -67,9 +66,22 @@ def connection_runtime(connection_id: str) -> str:
     return connection_id.split("|", 1)[0]
 
 
+class SessionOwner(Protocol):
+    """What the sessions need of the runtime whose connections they are."""
+
+    runtime_id: str
+    client_id: str
+
+    def emit(self, ev: str, **fields: Any) -> Any: ...
+
+    def resend(self, conn: "MqttConnection", tag: str, topic: str, payload: bytes) -> None: ...
+
+    def handle_again(self, conn: "MqttConnection", tag: str, payload: bytes) -> None: ...
+
+
 class BrokerSessions:
-    def __init__(self, cc: "ClusterController", registry: LinkRegistry, outbox: Outbox) -> None:
-        self.cc = cc
+    def __init__(self, owner: SessionOwner, registry: LinkRegistry, outbox: Outbox) -> None:
+        self.owner = owner
         self.registry = registry
         self.outbox = outbox
         self._mine: set[str] = set()  # connection ids of this runtime
@@ -86,7 +98,7 @@ class BrokerSessions:
         self.registry.remove_listener(self._on_event)
 
     def connection_id(self, gbid: str, n: int) -> str:
-        return f"{self.cc.runtime_id}|{gbid}|{n}"
+        return f"{self.owner.runtime_id}|{gbid}|{n}"
 
     # -- connection lifecycle ----------------------------------------------------------
     def attached(self, conn: "MqttConnection") -> None:
@@ -122,14 +134,14 @@ class BrokerSessions:
                 elif tag not in inflight:
                     if tag not in sending.unsettled:
                         sending.add_unsettled(tag)
-                    self.cc.resend(conn, tag, topic, payload)
+                    self.owner.resend(conn, tag, topic, payload)
                     resent += 1
         if into.ok:
             for tag, (_, payload) in held_in.items():
-                self.cc.handle_again(conn, tag, payload)
+                self.owner.handle_again(conn, tag, payload)
                 handled += 1
         if out.resumed or resent or settled or handled:
-            self.cc.trace.emit(
+            self.owner.emit(
                 "link.resume", gbid=conn.gbid, client_id=conn.client_id, role="sending",
                 conn=conn.connection_id, resent=resent, settled=settled, handled=handled,
             )
@@ -183,6 +195,11 @@ class BrokerSessions:
         self.registry.get_sending_link(conn.gbid, conn.client_id).settle(tag)
         self.outbox.delete(OUTGOING, conn.gbid, tag)
 
+    def discard(self, conn: "MqttConnection", tag: str) -> None:
+        """A held outgoing delivery that can never be sent: settle it and forget its bytes."""
+        self.registry.get_sending_link(conn.gbid, conn.client_id).settle(tag)
+        self.outbox.delete(OUTGOING, conn.gbid, tag)
+
     def received(self, conn: "MqttConnection", tag: str, payload: bytes) -> None:
         """Hold a received message until it is handled; then the broker may forget it."""
         self.outbox.put(INCOMING, conn.gbid, tag, conn.topic, payload)
@@ -200,7 +217,7 @@ class BrokerSessions:
         base: dict[str, Any] = {}
         if key is not None:
             base = {"gbid": key.remote_container_id, "client_id": key.link_name, "role": key.role}
-        emit = self.cc.trace.emit
+        emit = self.owner.emit
         if isinstance(event, LinkResumed):
             return  # attached() reports what was really re-sent and handled again
         if key is not None and key.role != "sending":
@@ -216,7 +233,7 @@ class BrokerSessions:
             self._count_steal(event, base)
         elif isinstance(event, LinkRecovered) and event.connection_id in self._mine:
             emit("link.recover", **base, conn=event.connection_id, detail=f"durability {event.durability}")
-        elif isinstance(event, LinkExpired) and self.cc.client_id == key.link_name:
+        elif isinstance(event, LinkExpired) and self.owner.client_id == key.link_name:
             emit("link.expire", **base, conn=None,
                  detail=f"detached since {event.detached_since_ms}, timeout {event.timeout_ms} ms")
         elif isinstance(event, LinkStored) and not event.ok:
@@ -232,5 +249,5 @@ class BrokerSessions:
             self._storm_until[key] = event.ts + STORM_WINDOW_MS
             runtimes = sorted({connection_runtime(event.to_connection),
                                connection_runtime(event.from_connection)})
-            self.cc.trace.emit("link.takeover-storm", **base, runtimes=runtimes, count=len(times),
+            self.owner.emit("link.takeover-storm", **base, runtimes=runtimes, count=len(times),
                                window_ms=STORM_WINDOW_MS)

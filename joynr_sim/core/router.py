@@ -1,0 +1,426 @@
+"""The message router as pure rules: joynr's ``AbstractMessageRouter`` with its two kinds,
+``CcMessageRouter`` (a cluster controller) and ``LibJoynrMessageRouter`` (a libjoynr runtime).
+
+It is shaped like h11: a runtime feeds it events — a frame or message arrived on a
+transport, a local participant sends, a route appeared, time advanced, a connection went or
+came back, a send failed — and gets back a list of actions to carry out, in order:
+
+    Received   record the receipt (``msg.in``)
+    Send       hand the message to the transport of ``address`` (``msg.out``); for an
+               InProcess address the Deliver or Drop that follows says what happened
+    Deliver    hand the message to the in-process provider or proxy (``msg.deliver``)
+    Queue      the message waits for a route (``msg.queue``)
+    Resolve    ask the parent (libjoynr) or discovery (cluster controller) for a route
+    Drop       the message goes no further, with a reason (``msg.drop``)
+    LearnRoute a reply-to route was offered to the routing table (the table's decision is
+               traced by its own listener)
+
+The router owns what joynr's message router owns: the routing table, the queue of messages
+for participants without a route, the memory of delivered message ids (duplicates) and, in
+a cluster controller, of (message id, hop count) pairs received over MQTT (re-sent copies).
+It never touches a socket, a clock of its own or an event loop: ``clock`` is a callable.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass, replace
+from typing import Any, Callable, Union
+
+from .address import (
+    Address,
+    InProcessAddress,
+    MqttAddress,
+    WebSocketAddress,
+    WebSocketClientAddress,
+    type_name,
+)
+from .message import (
+    BROADCAST_SUBSCRIPTION_REQUEST,
+    MULTICAST_SUBSCRIPTION_REQUEST,
+    REQUEST,
+    SUBSCRIPTION_REQUEST,
+    JoynrMessage,
+    MessageDecodeError,
+    decode,
+)
+from .routing import RoutingEntry, RoutingTable
+
+DEFAULT_MAX_HOPS = 32
+# Bounds of what a router remembers and holds; past them the oldest goes first.
+DEFAULT_MAX_QUEUED = 10_000
+DEFAULT_MAX_QUEUED_BYTES = 64 * 1024 * 1024
+MEMORY = 100_000  # delivered ids and (id, hops) pairs kept for duplicate detection
+
+# Requests whose replies come back to the sender: their replyTo teaches the receiver a route.
+REQUEST_TYPES = frozenset(
+    {REQUEST, SUBSCRIPTION_REQUEST, BROADCAST_SUBSCRIPTION_REQUEST, MULTICAST_SUBSCRIPTION_REQUEST}
+)
+
+
+# -- actions -------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Received:
+    msg: JoynrMessage  # as it arrived, before the hop was counted
+    via: str
+    gbid: str | None = None
+
+
+@dataclass(frozen=True)
+class Send:
+    msg: JoynrMessage
+    address: Address
+    resent: bool = False  # sent again after a lost connection: not a new routing decision
+
+    @property
+    def via(self) -> str:
+        return via_of(self.address)
+
+    @property
+    def gbid(self) -> str | None:
+        return self.address.broker_uri if isinstance(self.address, MqttAddress) else None
+
+
+@dataclass(frozen=True)
+class Deliver:
+    msg: JoynrMessage
+    recipient: Any  # the provider or proxy skeleton of the InProcess address
+
+
+@dataclass(frozen=True)
+class Queue:
+    msg: JoynrMessage
+    reason: str = "no-route"
+
+
+@dataclass(frozen=True)
+class Resolve:
+    participant_id: str
+
+
+@dataclass(frozen=True)
+class Drop:
+    msg: JoynrMessage | None  # None: the frame was no message
+    reason: str
+    via: str | None = None
+    gbid: str | None = None
+    detail: str | None = None
+
+
+@dataclass(frozen=True)
+class LearnRoute:
+    participant_id: str
+    entry: RoutingEntry
+    outcome: str
+
+
+Action = Union[Received, Send, Deliver, Queue, Resolve, Drop, LearnRoute]
+
+
+def via_of(address: Address) -> str:
+    """The transport an address is reached over, as the trace names it."""
+    name = type_name(address)
+    if name == "InProcess":
+        return "inprocess"
+    if name == "Mqtt":
+        return "mqtt"
+    return "ws" if name.startswith("WebSocket") else name.lower()
+
+
+class _Memory:
+    """A bounded set that forgets the oldest first."""
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._items: OrderedDict[Any, None] = OrderedDict()
+
+    def add(self, item: Any) -> bool:
+        """False when the item was remembered already."""
+        if item in self._items:
+            return False
+        self._items[item] = None
+        if len(self._items) > self._size:
+            self._items.popitem(last=False)
+        return True
+
+
+class MessageRouter:
+    """What both kinds share: hop limit, expiry, queue until a route appears, delivery
+    with duplicate detection, and the next-hop choice from the routing table."""
+
+    def __init__(
+        self,
+        table: RoutingTable,
+        clock: Callable[[], int],
+        *,
+        max_hops: int = DEFAULT_MAX_HOPS,
+        max_queued: int = DEFAULT_MAX_QUEUED,
+        max_queued_bytes: int = DEFAULT_MAX_QUEUED_BYTES,
+        memory: int = MEMORY,
+    ) -> None:
+        self.table = table
+        self.clock = clock
+        self.max_hops = max_hops
+        self.max_queued = max_queued
+        self.max_queued_bytes = max_queued_bytes
+        # Waiting messages in arrival order (so the oldest is found at once) and, per
+        # participant, the keys of its own in the same order.
+        self._waiting: OrderedDict[int, JoynrMessage] = OrderedDict()
+        self._by_participant: dict[str, list[int]] = {}
+        self._next_key = 0
+        self._queued_bytes = 0
+        self._delivered = _Memory(memory)
+        self._resolving: set[str] = set()
+
+    # -- events ----------------------------------------------------------------------
+    def decode_frame(self, data: Any, via: str, gbid: str | None = None) -> JoynrMessage | Drop:
+        """The message in a frame, or the Drop that says why it is none."""
+        try:
+            if not isinstance(data, (bytes, bytearray)):
+                raise MessageDecodeError("frame", "expected a binary frame")
+            return decode(bytes(data))
+        except MessageDecodeError as exc:
+            return Drop(None, "decode-error", via=via, gbid=gbid, detail=str(exc))
+
+    def receive(
+        self, msg: JoynrMessage, via: str, gbid: str | None = None, source: str | None = None
+    ) -> list[Action]:
+        """A message arrived on a transport (``source``: the WebSocket client it came from)."""
+        actions: list[Action] = [Received(msg, via, gbid)]
+        msg = msg.with_hop()
+        if msg.hops > self.max_hops:
+            actions.append(Drop(msg, "hop-limit"))
+            return actions
+        actions.extend(self._learn(msg, via, gbid, source))
+        actions.extend(self.route(msg))
+        return actions
+
+    def route(self, msg: JoynrMessage, gbid: str | None = None) -> list[Action]:
+        """Route a message of a local participant, or one that arrived: ``gbid`` picks the
+        backend for a participant reachable in every backend (the GCD)."""
+        if msg.expiry_date_ms < self.clock():
+            return [Drop(msg, "expired")]
+        entry = self.table.lookup(msg.recipient, gbid)
+        if entry is None:
+            return self._enqueue(msg)
+        address = entry.address
+        if isinstance(address, InProcessAddress):
+            send = Send(msg, address)
+            if not self._delivered.add(msg.id):
+                return [send, Drop(msg, "duplicate")]
+            return [send, Deliver(msg, address.skeleton)]
+        return self._next_hop(msg, address)
+
+    def route_appeared(self, participant_id: str) -> list[Action]:
+        """The table accepted an entry for a participant: what waited for it goes now."""
+        waiting = [self._unqueue(key) for key in self._by_participant.pop(participant_id, [])]
+        actions: list[Action] = []
+        for msg in waiting:
+            actions.extend(self.route(msg))
+        return actions
+
+    def resolved(self, participant_id: str) -> None:
+        """A Resolve was carried out (found or not): a later message may ask again."""
+        self._resolving.discard(participant_id)
+
+    def advance(self, now_ms: int) -> list[Action]:
+        """Time passed: waiting messages past their expiry are dropped, expired routing
+        entries purged (the table's listeners see each purge)."""
+        actions: list[Action] = []
+        for key in [k for k, m in self._waiting.items() if m.expiry_date_ms < now_ms]:
+            msg = self._waiting[key]
+            self._forget(key, msg.recipient)
+            actions.append(Drop(msg, "expired"))
+        actions.extend(self._expire_held(now_ms))
+        self.table.purge_expired(now_ms)
+        return actions
+
+    def send_failed(self, msg: JoynrMessage, address: Address) -> list[Action]:
+        """The transport could not take a message it was handed."""
+        return [Drop(msg, "no-connection", via=via_of(address))]
+
+    # -- inspection ------------------------------------------------------------------
+    def queued(self, participant_id: str | None = None) -> int:
+        if participant_id is not None:
+            return len(self._by_participant.get(participant_id, ()))
+        return len(self._waiting)
+
+    @property
+    def queued_bytes(self) -> int:
+        return self._queued_bytes
+
+    # -- rules of each kind ------------------------------------------------------------
+    def _learn(self, msg: JoynrMessage, via: str, gbid: str | None, source: str | None) -> list[Action]:
+        return []
+
+    def _next_hop(self, msg: JoynrMessage, address: Address) -> list[Action]:
+        raise NotImplementedError
+
+    def _expire_held(self, now_ms: int) -> list[Action]:
+        return []
+
+    def _wants_resolve(self) -> bool:
+        return True
+
+    # -- helpers ---------------------------------------------------------------------
+    def _enqueue(self, msg: JoynrMessage) -> list[Action]:
+        size = len(msg.payload)
+        if size > self.max_queued_bytes or self.max_queued <= 0:
+            return [Drop(msg, "queue-full", detail=f"{size} bytes do not fit the queue")]
+        # Make room by dropping the oldest waiting messages: a flood of messages for
+        # participants nobody knows must not grow the runtime without bound.
+        actions: list[Action] = []
+        while self._waiting and (
+            len(self._waiting) >= self.max_queued or self._queued_bytes + size > self.max_queued_bytes
+        ):
+            key, oldest = next(iter(self._waiting.items()))
+            self._forget(key, oldest.recipient)
+            actions.append(Drop(oldest, "queue-full"))
+        key = self._next_key
+        self._next_key += 1
+        self._waiting[key] = msg
+        self._by_participant.setdefault(msg.recipient, []).append(key)
+        self._queued_bytes += size
+        actions.append(Queue(msg))
+        if self._wants_resolve() and msg.recipient not in self._resolving:
+            self._resolving.add(msg.recipient)
+            actions.append(Resolve(msg.recipient))
+        return actions
+
+    def _unqueue(self, key: int) -> JoynrMessage:
+        msg = self._waiting.pop(key)
+        self._queued_bytes -= len(msg.payload)
+        return msg
+
+    def _forget(self, key: int, participant_id: str) -> None:
+        """Take one waiting message out of both indexes."""
+        self._unqueue(key)
+        keys = self._by_participant[participant_id]
+        keys.remove(key)
+        if not keys:
+            del self._by_participant[participant_id]
+
+    def _learn_route(self, participant_id: str, entry: RoutingEntry) -> LearnRoute:
+        result = self.table.put(participant_id, entry, "reply-to")
+        return LearnRoute(participant_id, entry, result.outcome)
+
+
+class CcMessageRouter(MessageRouter):
+    """A cluster controller's router: reply-to routes from incoming requests (over MQTT on
+    the GBID they arrived on, over WebSocket on the connection they came from), a replyTo
+    on requests it publishes, and duplicates of re-sent MQTT copies dropped."""
+
+    def __init__(
+        self,
+        table: RoutingTable,
+        clock: Callable[[], int],
+        *,
+        own_topic: str,
+        gbids: tuple[str, ...] | list[str],
+        resolves: bool = True,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(table, clock, **kwargs)
+        self.own_topic = own_topic
+        self.gbids = tuple(gbids)
+        self.resolves = resolves
+        self._seen = _Memory(kwargs.get("memory", MEMORY))
+
+    def receive(
+        self, msg: JoynrMessage, via: str, gbid: str | None = None, source: str | None = None
+    ) -> list[Action]:
+        # A re-sent copy arrives with the hop count of the first; a looping message comes
+        # back with a higher one and must go on looping until the hop limit stops it.
+        if via == "mqtt" and not self._seen.add((msg.id, msg.hops)):
+            return [Drop(msg, "duplicate", via=via, gbid=gbid)]
+        return super().receive(msg, via, gbid, source)
+
+    def client_gone(self, client_id: str) -> list[Action]:
+        """A libjoynr runtime's connection went: its non-sticky routes go with it."""
+        gone = WebSocketClientAddress(client_id)
+        for pid, entry in self.table.items():
+            if entry.address == gone and not entry.is_sticky:
+                self.table.remove(pid)
+        return []
+
+    def _wants_resolve(self) -> bool:
+        return self.resolves
+
+    def _learn(self, msg: JoynrMessage, via: str, gbid: str | None, source: str | None) -> list[Action]:
+        if msg.type not in REQUEST_TYPES:
+            return []
+        if via == "ws" and source is not None and msg.sender not in self.table:
+            # A local sender not announced through the routing provider (yet): its reply
+            # goes back on the connection the request came from.
+            entry = RoutingEntry(WebSocketClientAddress(source), False, msg.expiry_date_ms)
+            return [self._learn_route(msg.sender, entry)]
+        if via == "mqtt" and gbid is not None and isinstance(msg.reply_to, MqttAddress):
+            # The sender is reachable on the backend the request came from, whatever broker
+            # the replyTo names; the route lives as long as the request.
+            entry = RoutingEntry(MqttAddress(gbid, msg.reply_to.topic), True, msg.expiry_date_ms)
+            return [self._learn_route(msg.sender, entry)]
+        return []
+
+    def _next_hop(self, msg: JoynrMessage, address: Address) -> list[Action]:
+        if isinstance(address, MqttAddress):
+            if address.broker_uri not in self.gbids:
+                return [Drop(msg, "unknown-gbid", via="mqtt", gbid=address.broker_uri)]
+            if msg.type in REQUEST_TYPES and msg.reply_to is None:
+                msg = replace(msg, reply_to=MqttAddress(address.broker_uri, self.own_topic))
+            return [Send(msg, address)]
+        if isinstance(address, WebSocketClientAddress):
+            return [Send(msg, address)]
+        # A cluster controller cannot connect to a WebSocket server or a channel.
+        return [Drop(msg, "no-connection", via=via_of(address))]
+
+
+class LibJoynrMessageRouter(MessageRouter):
+    """A libjoynr runtime's router: everything outside the runtime is reached through the
+    cluster controller's WebSocketAddress; while that connection is away, messages are
+    held and sent again when it is back (as joynr's WebSocket client does)."""
+
+    def __init__(
+        self, table: RoutingTable, clock: Callable[[], int], *, parent: WebSocketAddress, **kwargs: Any
+    ) -> None:
+        super().__init__(table, clock, **kwargs)
+        self.parent = parent
+        self._held: list[JoynrMessage] = []
+
+    def send_failed(self, msg: JoynrMessage, address: Address) -> list[Action]:
+        if isinstance(address, WebSocketAddress):
+            self._held.append(msg)
+            return []
+        return super().send_failed(msg, address)
+
+    def connection_restored(self) -> list[Action]:
+        """The cluster controller is reachable again: send what was held, in order."""
+        held, self._held = self._held, []
+        now = self.clock()
+        actions: list[Action] = []
+        for msg in held:
+            if msg.expiry_date_ms < now:
+                actions.append(Drop(msg, "expired"))
+            else:
+                actions.append(Send(msg, self.parent, resent=True))
+        return actions
+
+    @property
+    def held(self) -> int:
+        return len(self._held)
+
+    def _expire_held(self, now_ms: int) -> list[Action]:
+        expired = [m for m in self._held if m.expiry_date_ms < now_ms]
+        self._held = [m for m in self._held if m.expiry_date_ms >= now_ms]
+        return [Drop(m, "expired") for m in expired]
+
+    def _learn(self, msg: JoynrMessage, via: str, gbid: str | None, source: str | None) -> list[Action]:
+        if msg.type == REQUEST and msg.sender not in self.table:
+            # Everything outside this runtime is reached through the cluster controller.
+            return [self._learn_route(msg.sender, RoutingEntry(self.parent, False, msg.expiry_date_ms))]
+        return []
+
+    def _next_hop(self, msg: JoynrMessage, address: Address) -> list[Action]:
+        if isinstance(address, WebSocketAddress):
+            return [Send(msg, address)]
+        # No global connection and no clients in a libjoynr runtime.
+        return [Drop(msg, "no-connection", via=via_of(address))]

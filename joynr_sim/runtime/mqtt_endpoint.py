@@ -1,0 +1,209 @@
+"""A runtime's MQTT side: one connection per GBID (client id and topic from the runtime's
+persisted id), each a broker session in the link registry, with the outbox that keeps the
+bytes of unsettled deliveries across a crash.
+
+Cluster controllers and GCD instances are both built from one of these and a message
+router; the endpoint knows nothing of routing. What it needs from its runtime is the small
+``MqttHost`` protocol: whether it runs, how to trace, how to decode a frame and what to do
+with a message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from pathlib import Path
+from typing import Any, Iterable, Protocol
+
+from ..core.links import LinkRegistry
+from ..core.message import JoynrMessage, encode
+from ..store.outbox import Outbox
+from ..transport.mqtt import MqttConnection, unicast_topic
+from .sessions import BrokerSessions
+
+CONNECT_TIMEOUT_S = 10
+
+
+class BrokerDirectory(Protocol):
+    def endpoint(self, gbid: str) -> tuple[str, int]: ...
+
+    def credentials(self, client_id: str) -> tuple[str, str] | None: ...
+
+
+class MqttHost(Protocol):
+    runtime_id: str
+    running: bool
+
+    def emit(self, ev: str, **fields: Any) -> Any: ...
+
+    def trace_msg(self, ev: str, msg: JoynrMessage | None, **fields: Any) -> None: ...
+
+    def mqtt_frame(self, payload: bytes, gbid: str) -> JoynrMessage | None:
+        """The message in a received frame, or None after tracing why it is none."""
+
+    def mqtt_message(self, msg: JoynrMessage, gbid: str) -> None:
+        """Route a message received from the broker of ``gbid``."""
+
+
+def _tag(msg: JoynrMessage) -> str:
+    """A delivery tag per hop: a looping message passes the same broker more than once."""
+    return f"{msg.id}/{msg.hops}"
+
+
+class MqttEndpoint:
+    def __init__(
+        self,
+        host: MqttHost,
+        *,
+        client_id: str,
+        topic: str,
+        gbids: Iterable[str],
+        brokers: BrokerDirectory,
+        link_registry: LinkRegistry,
+        outbox_path: Path,
+    ) -> None:
+        self.host = host
+        self.client_id = client_id  # joynr derives the MQTT client id from the persisted id
+        self.topic = topic
+        self.gbids = tuple(gbids)
+        self.brokers = brokers
+        self.link_registry = link_registry
+        self.outbox = Outbox(outbox_path)
+        self.sessions = BrokerSessions(self, link_registry, self.outbox)
+        self.connections: dict[str, MqttConnection] = {}
+        self._cut: set[str] = set()
+        self._conn_seq = itertools.count(1)
+
+    @property
+    def runtime_id(self) -> str:
+        return self.host.runtime_id
+
+    def emit(self, ev: str, **fields: Any) -> Any:
+        return self.host.emit(ev, **fields)
+
+    # -- lifecycle -------------------------------------------------------------------
+    async def start(self) -> None:
+        self._cut = set()
+        for gbid in self.gbids:
+            self._connect(gbid)
+        await asyncio.gather(*(c.wait_connected(CONNECT_TIMEOUT_S) for c in self.connections.values()))
+
+    async def stop(self) -> None:
+        """A clean shutdown closes the sessions: links closed, nothing left to resume."""
+        await asyncio.gather(*(c.stop() for c in self.connections.values()))
+        for conn in self.connections.values():
+            self.sessions.detached(conn, closed=True)
+        self.connections.clear()
+
+    async def abort(self) -> None:
+        """A crash leaves the sessions suspended at the broker, to be resumed."""
+        await asyncio.gather(*(c.crash() for c in self.connections.values()))
+        for conn in self.connections.values():
+            self.sessions.detached(conn, closed=False, error="connection-lost")
+        self.connections.clear()
+
+    def close(self) -> None:
+        self.sessions.close()
+        self.outbox.close()
+
+    async def cut(self, gbid: str) -> None:
+        """Cut off the broker of ``gbid`` (the link dies without DISCONNECT) until ``heal``."""
+        conn = self.connections.pop(self._known(gbid), None)
+        if conn is None:
+            raise ValueError(f"gbid: {self.runtime_id} is not connected to {gbid!r}")
+        self._cut.add(gbid)
+        await conn.crash()
+        self.sessions.detached(conn, closed=False, error="connection-lost")
+
+    async def heal(self, gbid: str) -> None:
+        if gbid not in self._cut:
+            raise ValueError(f"gbid: {self.runtime_id} is not cut off {gbid!r}")
+        self._cut.discard(gbid)
+        await self._connect(gbid).wait_connected(CONNECT_TIMEOUT_S)
+
+    def purge(self, now_ms: int) -> None:
+        self.sessions.purge(now_ms)
+
+    def _known(self, gbid: str) -> str:
+        if gbid not in self.gbids:
+            raise ValueError(f"gbid: {gbid!r} is not one of {self.runtime_id}'s {list(self.gbids)}")
+        return gbid
+
+    def _connect(self, gbid: str) -> MqttConnection:
+        host, port = self.brokers.endpoint(gbid)
+        conn = MqttConnection(
+            gbid=gbid,
+            host=host,
+            port=port,
+            client_id=self.client_id,
+            topic=self.topic,
+            credentials=self.brokers.credentials(self.client_id),
+            loop=asyncio.get_running_loop(),
+            on_message=self._on_message,
+            on_connected=lambda c, session_present: self.sessions.attached(c),
+            on_disconnected=self.sessions.lost,
+            on_published=self.sessions.acknowledged,
+            connection_id=self.sessions.connection_id(gbid, next(self._conn_seq)),
+        )
+        self.connections[gbid] = conn
+        conn.start()
+        return conn
+
+    # -- sending ---------------------------------------------------------------------
+    def publish(self, msg: JoynrMessage, gbid: str, topic: str) -> bool:
+        """Publish to ``topic``'s unicast topic on the broker of ``gbid``; False when there
+        is no connection to it (cut off, or not yet up)."""
+        conn = self.connections.get(gbid)
+        if conn is None:
+            return False
+        tag = _tag(msg)
+        payload = encode(msg)
+        full_topic = unicast_topic(topic)
+        self.sessions.publishing(conn, tag, full_topic, payload)
+        self.sessions.published(conn, conn.publish(full_topic, payload), tag)
+        return True
+
+    def resend(self, conn: MqttConnection, tag: str, topic: str, payload: bytes) -> None:
+        """Publish again what the broker never acknowledged before a crash."""
+        msg = self.host.mqtt_frame(payload, conn.gbid)
+        if msg is None:  # the drop is traced; a bad row must not stop the rows after it
+            self.sessions.discard(conn, tag)
+            return
+        self.host.trace_msg(
+            "msg.out", msg, via="mqtt", addr_type="Mqtt", target=f"{conn.gbid}/{topic}",
+            gbid=conn.gbid, resent=True,
+        )
+        self.sessions.published(conn, conn.publish(topic, payload), tag)
+
+    # -- receiving -------------------------------------------------------------------
+    def _on_message(self, conn: MqttConnection, payload: bytes, mid: int) -> None:
+        """Hold the message, acknowledge it, handle it, then let it go."""
+        if not self.host.running:
+            return  # a crashed runtime acknowledges nothing: the broker keeps it
+        msg = self.host.mqtt_frame(payload, conn.gbid)
+        if msg is None:
+            conn.ack(mid)
+            return
+        tag = _tag(msg)
+        self.sessions.received(conn, tag, payload)
+        conn.ack(mid)
+        self._handle(conn, tag, msg)
+
+    def handle_again(self, conn: MqttConnection, tag: str, payload: bytes) -> None:
+        """A message received before a crash and never handled."""
+        msg = self.host.mqtt_frame(payload, conn.gbid)
+        if msg is None:
+            self.sessions.handled(conn, tag)
+            return
+        self._handle(conn, tag, msg)
+
+    def _handle(self, conn: MqttConnection, tag: str, msg: JoynrMessage) -> None:
+        try:
+            self.host.mqtt_message(msg, conn.gbid)
+        finally:
+            self.sessions.handled(conn, tag)
+
+    # -- inspection ------------------------------------------------------------------
+    def is_cut(self, gbid: str) -> bool:
+        return gbid in self._cut
+
