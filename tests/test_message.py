@@ -16,7 +16,9 @@ from joynr_sim.core.address import (
     WebSocketClientAddress,
     to_json,
 )
+from joynr_sim.core.limits import WireLimits
 from joynr_sim.core.message import (
+    InvalidMessage,
     MESSAGE_TYPES,
     JoynrMessage,
     MessageDecodeError,
@@ -114,18 +116,18 @@ BAD_FRAMES = [
     ("effort a list", frame(ef=["NORMAL"]), "ef"),
     ("effort a map", frame(ef={}), "ef"),
     ("headers a map", frame(ch={"k": "v"}), "ch"),
-    ("header a triple", frame(ch=[["k", "v", "w"]]), "ch"),
-    ("header value an int", frame(ch=[["k", 1]]), "ch"),
-    ("header a string", frame(ch=["kv"]), "ch"),
+    ("header a triple", frame(ch=[["k", "v", "w"]]), "ch[0]"),
+    ("header value an int", frame(ch=[["k", 1]]), "ch[0]"),
+    ("header a string", frame(ch=["kv"]), "ch[0]"),
     ("hops a string", frame(h="0"), "h"),
     ("hops None", frame(h=None), "h"),
     ("payload a string", frame(pl="pl"), "pl"),
     ("reply-to bytes", frame(rt=b"{}"), "rt"),
-    ("reply-to not JSON", frame(rt="{"), "rt"),
+    ("reply-to not JSON", frame(rt="{"), "rt._typeName"),
     ("reply-to deeply nested", frame(rt="[" * 100_000), "rt"),
-    ("reply-to unknown type", frame(rt='{"_typeName": "joynr.system.RoutingTypes.X"}'), "rt"),
+    ("reply-to unknown type", frame(rt='{"_typeName": "joynr.system.RoutingTypes.X"}'), "rt._typeName"),
     ("reply-to missing topic",
-     frame(rt='{"_typeName": "joynr.system.RoutingTypes.MqttAddress", "brokerUri": "g"}'), "rt"),
+     frame(rt='{"_typeName": "joynr.system.RoutingTypes.MqttAddress", "brokerUri": "g"}'), "rt.topic"),
 ]
 
 
@@ -146,26 +148,30 @@ def test_the_reference_frame_is_good():
 
 # -- properties ----------------------------------------------------------------------
 
+# Values a well-behaved runtime sends: the codec round-trips them exactly.
+ids = st.text(st.characters(blacklist_categories=("Cc", "Cs")), min_size=1, max_size=40)
+topics = ids.filter(lambda t: "#" not in t and "+" not in t)
+gbids = st.from_regex(r"\A[A-Za-z0-9][A-Za-z0-9._-]{0,20}\Z")
 addresses = st.one_of(
-    st.builds(WebSocketAddress, st.sampled_from(["WS", "WSS"]), st.text(),
-              st.integers(1, 65535), st.text()),
-    st.builds(WebSocketClientAddress, st.text()),
-    st.builds(MqttAddress, st.text(), st.text()),
-    st.builds(ChannelAddress, st.text(), st.text()),
+    st.builds(WebSocketAddress, st.sampled_from(["WS", "WSS"]), ids,
+              st.integers(1, 65535), ids | st.just("")),
+    st.builds(WebSocketClientAddress, ids),
+    st.builds(MqttAddress, gbids, topics),
+    st.builds(ChannelAddress, ids, ids),
 )
 int64 = st.integers(-(2**63), 2**63 - 1)
 messages = st.builds(
     JoynrMessage,
     type=st.sampled_from(ALL_TYPES),
-    sender=st.text(),
-    recipient=st.text(),
-    expiry_date_ms=int64,
+    sender=ids,
+    recipient=ids,
+    expiry_date_ms=st.integers(0, 2**62),
     payload=st.binary(),
-    id=st.text(),
+    id=ids,
     reply_to=st.none() | addresses,
     effort=st.sampled_from(["NORMAL", "BEST_EFFORT"]),
-    custom_headers=st.lists(st.tuples(st.text(), st.text()), max_size=5).map(tuple),
-    hops=int64,
+    custom_headers=st.lists(st.tuples(ids, ids | st.just("")), max_size=5).map(tuple),
+    hops=st.integers(0, 1024),
 )
 
 
@@ -229,3 +235,52 @@ def test_corrupted_frames_raise_only_message_decode_error(msg, position, byte):
     data[position % len(data)] = byte
     _decode_only_errors(bytes(data))
     _decode_only_errors(bytes(data[: position % len(data)]))
+
+
+# -- hostile values in well-formed frames ------------------------------------------------------
+MQTT = "joynr.system.RoutingTypes.MqttAddress"
+HOSTILE = [
+    ("empty sender", frame(f=""), "f"),
+    ("empty recipient", frame(to=""), "to"),
+    ("NUL in the id", frame(id="a\x00b"), "id"),
+    ("id longer than a delivery tag allows", frame(id="i" * 251), "id"),
+    ("negative expiry", frame(ex=-1), "ex"),
+    ("expiry past forever", frame(ex=2**63 - 1), "ex"),
+    ("negative hop counter", frame(h=-1), "h"),
+    ("forged hop counter", frame(h=10**6), "h"),
+    ("too many headers", frame(ch=[["k", "v"]] * 33), "ch"),
+    ("empty header name", frame(ch=[["", "v"]]), "ch[0].name"),
+    ("reply-to topic with #", frame(rt=f'{{"_typeName": "{MQTT}", "brokerUri": "g", "topic": "#"}}'), "rt.topic"),
+    ("reply-to topic with +", frame(rt=f'{{"_typeName": "{MQTT}", "brokerUri": "g", "topic": "a/+/b"}}'),
+     "rt.topic"),
+    ("reply-to topic with U+0000",
+     frame(rt=f'{{"_typeName": "{MQTT}", "brokerUri": "g", "topic": "a\\u0000b"}}'), "rt.topic"),
+    ("reply-to topic of 64 KB", frame(rt=f'{{"_typeName": "{MQTT}", "brokerUri": "g", "topic": "{"t" * 65536}"}}'),
+     "rt"),
+    ("reply-to GBID with a slash", frame(rt=f'{{"_typeName": "{MQTT}", "brokerUri": "g/h", "topic": "t"}}'),
+     "rt.brokerUri"),
+    ("reply-to client id empty",
+     frame(rt='{"_typeName": "joynr.system.RoutingTypes.WebSocketClientAddress", "id": ""}'), "rt.id"),
+]
+
+
+@pytest.mark.parametrize("data, field", [h[1:] for h in HOSTILE], ids=[h[0] for h in HOSTILE])
+def test_hostile_values_are_invalid_messages_naming_the_field(data, field):
+    with pytest.raises(InvalidMessage) as info:
+        decode(data)
+    assert info.value.field == field and info.value.reason == "invalid-message"
+    assert len(str(info.value)) < 300  # a hostile value never floods a trace line
+
+
+def test_a_frame_over_the_size_limit_is_refused_before_it_is_parsed():
+    big = frame(pl=b"x" * 2000)
+    with pytest.raises(InvalidMessage) as info:
+        decode(big, WireLimits(max_frame_bytes=1000))
+    assert info.value.field == "frame"
+    assert decode(big) is not None
+
+
+def test_garbage_is_a_decode_error_not_an_invalid_message():
+    with pytest.raises(MessageDecodeError) as info:
+        decode(b"\xc1")
+    assert info.value.reason == "decode-error"

@@ -9,6 +9,16 @@ from typing import Any
 import msgpack
 
 from .address import Address, AddressError, from_json, to_json
+from .limits import (
+    DEFAULT_LIMITS,
+    InvalidField,
+    WireLimits,
+    check_address,
+    check_id,
+    check_int,
+    check_text,
+    preview,
+)
 
 # joynr's message type codes.
 REQUEST = "rq"
@@ -35,9 +45,18 @@ WIRE_VERSION = 1
 class MessageDecodeError(ValueError):
     """Bytes that are not a joynr message; ``field`` names what was wrong."""
 
+    reason = "decode-error"
+
     def __init__(self, field: str, message: str) -> None:
         super().__init__(f"message field {field!r}: {message}")
         self.field = field
+
+
+class InvalidMessage(MessageDecodeError):
+    """A frame that decodes, but one of its values may not be used (an empty sender, a
+    wildcard topic in its replyTo, an id too long to be a delivery tag, ...)."""
+
+    reason = "invalid-message"
 
 
 @dataclass(frozen=True)
@@ -85,12 +104,16 @@ def encode(msg: JoynrMessage) -> bytes:
 
 def _expect(value: Any, kind: type | tuple[type, ...], name: str) -> Any:
     if not isinstance(value, kind) or (isinstance(value, bool) and kind is int):
-        raise MessageDecodeError(name, f"unexpected value {value!r}")
+        raise MessageDecodeError(name, f"unexpected value {preview(value)}")
     return value
 
 
-def decode(data: bytes) -> JoynrMessage:
-    """Decode wire bytes; anything malformed raises ``MessageDecodeError`` and nothing else."""
+def decode(data: bytes, limits: WireLimits = DEFAULT_LIMITS) -> JoynrMessage:
+    """Decode wire bytes and check every value against ``limits``. Bytes that are no joynr
+    message raise ``MessageDecodeError``; a message with a value that may not be used
+    raises ``InvalidMessage`` (its subclass); nothing else is raised."""
+    if len(data) > limits.max_frame_bytes:
+        raise InvalidMessage("frame", f"{len(data)} bytes, at most {limits.max_frame_bytes}")
     try:
         fields = msgpack.unpackb(data, raw=False, strict_map_key=True, use_list=True)
     except Exception as exc:  # msgpack raises a zoo of types for garbage
@@ -99,9 +122,9 @@ def decode(data: bytes) -> JoynrMessage:
         raise MessageDecodeError("frame", "not a joynr message frame")
     version, mtype, mid, sender, recipient, reply_to, expiry, effort, headers, hops, payload = fields
     if version != WIRE_VERSION:
-        raise MessageDecodeError("v", f"unsupported wire version {version!r}")
+        raise MessageDecodeError("v", f"unsupported wire version {preview(version)}")
     if not isinstance(mtype, str) or mtype not in MESSAGE_TYPES:
-        raise MessageDecodeError("t", f"unknown message type {mtype!r}")
+        raise MessageDecodeError("t", f"unknown message type {preview(mtype)}")
     _expect(mid, str, "id")
     _expect(sender, str, "f")
     _expect(recipient, str, "to")
@@ -109,20 +132,36 @@ def decode(data: bytes) -> JoynrMessage:
     _expect(hops, int, "h")
     _expect(payload, bytes, "pl")
     if not isinstance(effort, str) or effort not in EFFORTS:
-        raise MessageDecodeError("ef", f"unknown effort {effort!r}")
+        raise MessageDecodeError("ef", f"unknown effort {preview(effort)}")
     _expect(headers, list, "ch")
-    custom: list[tuple[str, str]] = []
-    for kv in headers:
-        if not (isinstance(kv, list) and len(kv) == 2 and all(isinstance(x, str) for x in kv)):
-            raise MessageDecodeError("ch", f"custom header must be [name, value], got {kv!r}")
-        custom.append((kv[0], kv[1]))
-    address = None
     if reply_to is not None:
         _expect(reply_to, str, "rt")
-        try:
-            address = from_json(reply_to)
-        except AddressError as exc:
-            raise MessageDecodeError("rt", str(exc)) from None
+    try:
+        check_id(mid, "id", limits)
+        check_id(sender, "f", limits)
+        check_id(recipient, "to", limits)
+        check_int(expiry, "ex", 0, limits.max_expiry_ms)
+        check_int(hops, "h", 0, limits.max_hop_counter)
+        if len(headers) > limits.max_headers:
+            raise InvalidField("ch", f"{len(headers)} custom headers, at most {limits.max_headers}")
+        custom: list[tuple[str, str]] = []
+        for n, kv in enumerate(headers):
+            if not (isinstance(kv, list) and len(kv) == 2 and all(isinstance(x, str) for x in kv)):
+                raise InvalidField(f"ch[{n}]", f"custom header must be [name, value], got {preview(kv)}")
+            check_id(kv[0], f"ch[{n}].name", limits)
+            check_text(kv[1], f"ch[{n}].value", limits.max_header_bytes, empty=True)
+            custom.append((kv[0], kv[1]))
+        address = None
+        if reply_to is not None:
+            if len(reply_to) > limits.max_text_bytes * 4:
+                raise InvalidField("rt", f"{len(reply_to)} characters of replyTo")
+            try:
+                address = from_json(reply_to)
+            except AddressError as exc:
+                raise InvalidField(f"rt.{exc.field}", str(exc)) from None
+            check_address(address, "rt", limits)
+    except InvalidField as exc:
+        raise InvalidMessage(exc.field, str(exc)) from None
     return JoynrMessage(
         type=mtype,
         sender=sender,

@@ -35,6 +35,7 @@ from .address import (
     WebSocketClientAddress,
     type_name,
 )
+from .limits import DEFAULT_LIMITS, WireLimits
 from .message import (
     BROADCAST_SUBSCRIPTION_REQUEST,
     MULTICAST_SUBSCRIPTION_REQUEST,
@@ -105,6 +106,7 @@ class Drop:
     via: str | None = None
     gbid: str | None = None
     detail: str | None = None
+    field: str | None = None  # for invalid-message: which value was refused
 
 
 @dataclass(frozen=True)
@@ -157,8 +159,10 @@ class MessageRouter:
         max_queued: int = DEFAULT_MAX_QUEUED,
         max_queued_bytes: int = DEFAULT_MAX_QUEUED_BYTES,
         memory: int = MEMORY,
+        limits: WireLimits = DEFAULT_LIMITS,
     ) -> None:
         self.table = table
+        self.limits = limits
         self.clock = clock
         self.max_hops = max_hops
         self.max_queued = max_queued
@@ -178,9 +182,9 @@ class MessageRouter:
         try:
             if not isinstance(data, (bytes, bytearray)):
                 raise MessageDecodeError("frame", "expected a binary frame")
-            return decode(bytes(data))
+            return decode(bytes(data), self.limits)
         except MessageDecodeError as exc:
-            return Drop(None, "decode-error", via=via, gbid=gbid, detail=str(exc))
+            return Drop(None, exc.reason, via=via, gbid=gbid, detail=str(exc), field=exc.field)
 
     def receive(
         self, msg: JoynrMessage, via: str, gbid: str | None = None, source: str | None = None
@@ -235,9 +239,11 @@ class MessageRouter:
         self.table.purge_expired(now_ms)
         return actions
 
-    def send_failed(self, msg: JoynrMessage, address: Address) -> list[Action]:
+    def send_failed(
+        self, msg: JoynrMessage, address: Address, reason: str = "no-connection", detail: str | None = None
+    ) -> list[Action]:
         """The transport could not take a message it was handed."""
-        return [Drop(msg, "no-connection", via=via_of(address))]
+        return [Drop(msg, reason, via=via_of(address), detail=detail)]
 
     # -- inspection ------------------------------------------------------------------
     def queued(self, participant_id: str | None = None) -> int:
@@ -324,7 +330,7 @@ class CcMessageRouter(MessageRouter):
         self.own_topic = own_topic
         self.gbids = tuple(gbids)
         self.resolves = resolves
-        self._seen = _Memory(kwargs.get("memory", MEMORY))
+        self._seen = _Memory(kwargs.get("memory", MEMORY))  # (id, hops) received over MQTT
 
     def receive(
         self, msg: JoynrMessage, via: str, gbid: str | None = None, source: str | None = None
@@ -386,11 +392,13 @@ class LibJoynrMessageRouter(MessageRouter):
         self.parent = parent
         self._held: list[JoynrMessage] = []
 
-    def send_failed(self, msg: JoynrMessage, address: Address) -> list[Action]:
-        if isinstance(address, WebSocketAddress):
+    def send_failed(
+        self, msg: JoynrMessage, address: Address, reason: str = "no-connection", detail: str | None = None
+    ) -> list[Action]:
+        if isinstance(address, WebSocketAddress) and reason == "no-connection":
             self._held.append(msg)
             return []
-        return super().send_failed(msg, address)
+        return super().send_failed(msg, address, reason, detail)
 
     def connection_restored(self) -> list[Action]:
         """The cluster controller is reachable again: send what was held, in order."""

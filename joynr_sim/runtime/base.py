@@ -16,12 +16,14 @@ from __future__ import annotations
 
 import asyncio
 import random
+import traceback
 import uuid
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from ..clock import SimClock
 from ..core.address import Address, InProcessAddress, describe, type_name
+from ..core.limits import preview
 from ..core.discovery import (
     DiscoveryEntry,
     DiscoveryEntryWithMetaInfo,
@@ -248,7 +250,8 @@ class Runtime:
                 self.trace_msg("msg.in", action.msg, via=action.via, gbid=action.gbid)
             elif isinstance(action, Drop):
                 extra = {k: v for k, v in (("via", action.via), ("gbid", action.gbid),
-                                           ("detail", action.detail)) if v is not None}
+                                           ("detail", action.detail), ("field", action.field))
+                         if v is not None}
                 self.trace_msg("msg.drop", action.msg, reason=action.reason, **extra)
             elif isinstance(action, Queue):
                 self.trace_msg("msg.queue", action.msg, reason=action.reason)
@@ -263,9 +266,27 @@ class Runtime:
         """A frame from the network: decode, then let the router decide."""
         if not self.running:
             return
-        msg = self.decode_frame(data, via, gbid)
-        if msg is not None:
-            self.carry_out(self.router.receive(msg, via, gbid, source))
+        msg = None
+        try:
+            msg = self.decode_frame(data, via, gbid)
+            if msg is not None:
+                self.carry_out(self.router.receive(msg, via, gbid, source))
+        except Exception as exc:  # a bug must not deafen the connection that hit it
+            self.internal_error(exc, msg, via, gbid)
+
+    def internal_error(self, exc: BaseException, msg: JoynrMessage | None, via: str, gbid: str | None) -> None:
+        """A handler raised: the message is dropped with reason ``internal-error``, the
+        traceback goes to ``<run dir>/log/<runtime id>.log``, and the runtime keeps serving."""
+        log = self.run_dir / "log" / f"{self.runtime_id}.log"
+        try:
+            log.parent.mkdir(parents=True, exist_ok=True)
+            with open(log, "a", encoding="utf-8") as f:
+                f.write(f"-- ts {self.clock.now_ms()} message {msg.id if msg else None}\n")
+                f.write("".join(traceback.format_exception(exc)))
+        except OSError:
+            pass  # the trace event below still says what happened
+        self.trace_msg("msg.drop", msg, reason="internal-error", via=via, gbid=gbid,
+                       detail=preview(f"{type(exc).__name__}: {exc}", 200))
 
     def decode_frame(self, data: bytes | str, via: str, gbid: str | None) -> JoynrMessage | None:
         """The message in a frame, or None after tracing why it is not one."""
@@ -279,7 +300,10 @@ class Runtime:
         return self.decode_frame(payload, "mqtt", gbid)
 
     def mqtt_message(self, msg: JoynrMessage, gbid: str) -> None:
-        self.carry_out(self.router.receive(msg, "mqtt", gbid))
+        try:
+            self.carry_out(self.router.receive(msg, "mqtt", gbid))
+        except Exception as exc:
+            self.internal_error(exc, msg, "mqtt", gbid)
 
     def route(self, msg: JoynrMessage, gbid: str | None = None) -> None:
         self.carry_out(self.router.route(msg, gbid))

@@ -256,8 +256,9 @@ class ClusterController(Runtime):
     # -- carrying out ----------------------------------------------------------------
     def _transmit(self, msg: JoynrMessage, address: Address) -> None:
         if isinstance(address, MqttAddress):
-            if not self.endpoint.publish(msg, address.broker_uri, address.topic):
-                self.carry_out(self.router.send_failed(msg, address))
+            refused = self.endpoint.publish(msg, address.broker_uri, address.topic)
+            if refused is not None:
+                self.carry_out(self.router.send_failed(msg, address, *refused))
         elif isinstance(address, WebSocketClientAddress):
             self._spawn(self._send_ws(msg, address))
 

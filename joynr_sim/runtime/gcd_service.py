@@ -233,8 +233,12 @@ class GcdService(Runtime):
         self.endpoint.close()
 
     def _transmit(self, msg: JoynrMessage, address: Address) -> None:
-        if not isinstance(address, MqttAddress) or not self.endpoint.publish(msg, address.broker_uri, address.topic):
-            self.carry_out(self.router.send_failed(msg, address))
+        refused = (
+            self.endpoint.publish(msg, address.broker_uri, address.topic)
+            if isinstance(address, MqttAddress) else ("no-connection", None)
+        )
+        if refused is not None:
+            self.carry_out(self.router.send_failed(msg, address, *refused))
 
     def _on_purge(self, now_ms: int) -> None:
         self.endpoint.purge(now_ms)

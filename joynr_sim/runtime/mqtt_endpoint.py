@@ -15,6 +15,7 @@ import itertools
 from pathlib import Path
 from typing import Any, Iterable, Protocol
 
+from ..core.limits import InvalidField, check_topic, preview
 from ..core.links import LinkRegistry
 from ..core.message import JoynrMessage, encode
 from ..store.outbox import Outbox
@@ -43,6 +44,9 @@ class MqttHost(Protocol):
 
     def mqtt_message(self, msg: JoynrMessage, gbid: str) -> None:
         """Route a message received from the broker of ``gbid``."""
+
+    def internal_error(self, exc: BaseException, msg: JoynrMessage | None, via: str, gbid: str | None) -> None:
+        """A handler failed: record the drop and the traceback, keep serving."""
 
 
 def _tag(msg: JoynrMessage) -> str:
@@ -150,44 +154,70 @@ class MqttEndpoint:
         return conn
 
     # -- sending ---------------------------------------------------------------------
-    def publish(self, msg: JoynrMessage, gbid: str, topic: str) -> bool:
-        """Publish to ``topic``'s unicast topic on the broker of ``gbid``; False when there
-        is no connection to it (cut off, or not yet up)."""
+    def publish(self, msg: JoynrMessage, gbid: str, topic: str) -> tuple[str, str | None] | None:
+        """Publish to ``topic``'s unicast topic on the broker of ``gbid``. None when the
+        broker has it or paho holds it for the next reconnect; else (reason, detail).
+
+        The outbox keeps the bytes only once the client took the message, so a row that
+        could never be sent cannot stop a restart's re-sends."""
         conn = self.connections.get(gbid)
         if conn is None:
-            return False
-        tag = _tag(msg)
-        payload = encode(msg)
+            return ("no-connection", None)
         full_topic = unicast_topic(topic)
+        payload = encode(msg)
+        try:
+            check_topic(full_topic, "to.topic")
+            mid = conn.publish(full_topic, payload)
+        except InvalidField as exc:
+            return ("invalid-message", str(exc))
+        except (ValueError, ConnectionError) as exc:  # paho's own refusals
+            return ("no-connection", f"{type(exc).__name__}: {preview(str(exc), 200)}")
+        tag = _tag(msg)
         self.sessions.publishing(conn, tag, full_topic, payload)
-        self.sessions.published(conn, conn.publish(full_topic, payload), tag)
-        return True
+        self.sessions.published(conn, mid, tag)
+        return None
 
     def resend(self, conn: MqttConnection, tag: str, topic: str, payload: bytes) -> None:
-        """Publish again what the broker never acknowledged before a crash."""
+        """Publish again what the broker never acknowledged before a crash. A row that
+        cannot be sent is dropped with its reason; the rows after it still go."""
         msg = self.host.mqtt_frame(payload, conn.gbid)
-        if msg is None:  # the drop is traced; a bad row must not stop the rows after it
+        if msg is None:  # the drop is traced
+            self.sessions.discard(conn, tag)
+            return
+        try:
+            check_topic(topic, "to.topic")
+            mid = conn.publish(topic, payload)
+        except (ValueError, ConnectionError) as exc:
+            self.host.trace_msg("msg.drop", msg, reason="invalid-message", via="mqtt", gbid=conn.gbid,
+                                detail=preview(str(exc), 200))
             self.sessions.discard(conn, tag)
             return
         self.host.trace_msg(
             "msg.out", msg, via="mqtt", addr_type="Mqtt", target=f"{conn.gbid}/{topic}",
             gbid=conn.gbid, resent=True,
         )
-        self.sessions.published(conn, conn.publish(topic, payload), tag)
+        self.sessions.published(conn, mid, tag)
 
     # -- receiving -------------------------------------------------------------------
     def _on_message(self, conn: MqttConnection, payload: bytes, mid: int) -> None:
-        """Hold the message, acknowledge it, handle it, then let it go."""
+        """Hold the message, acknowledge it, handle it, then let it go. A frame that is
+        dropped is acknowledged too (it was handled), so the broker's inflight window
+        never fills with frames nobody will take."""
         if not self.host.running:
             return  # a crashed runtime acknowledges nothing: the broker keeps it
-        msg = self.host.mqtt_frame(payload, conn.gbid)
-        if msg is None:
+        msg = tag = None
+        try:
+            msg = self.host.mqtt_frame(payload, conn.gbid)
+            if msg is not None:
+                tag = _tag(msg)
+                self.sessions.received(conn, tag, payload)
+        except Exception as exc:
+            self.host.internal_error(exc, msg, "mqtt", conn.gbid)
+            msg = None
+        finally:
             conn.ack(mid)
-            return
-        tag = _tag(msg)
-        self.sessions.received(conn, tag, payload)
-        conn.ack(mid)
-        self._handle(conn, tag, msg)
+        if msg is not None and tag is not None:
+            self._handle(conn, tag, msg)
 
     def handle_again(self, conn: MqttConnection, tag: str, payload: bytes) -> None:
         """A message received before a crash and never handled."""
@@ -199,7 +229,7 @@ class MqttEndpoint:
 
     def _handle(self, conn: MqttConnection, tag: str, msg: JoynrMessage) -> None:
         try:
-            self.host.mqtt_message(msg, conn.gbid)
+            self.host.mqtt_message(msg, conn.gbid)  # guarded: never raises
         finally:
             self.sessions.handled(conn, tag)
 
