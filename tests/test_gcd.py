@@ -1,9 +1,15 @@
-"""The GCD across backends: every example of the multi-backend GCD seed, on both stores."""
+"""The GCD across backends: every example of the multi-backend GCD seed.
+
+The logic runs on the in-memory store; tests/test_gcd_store.py shows that the SQLite and
+PostgreSQL stores behave the same.
+"""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
-from gcd_fixtures import store  # noqa: F401
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -19,6 +25,7 @@ from joynr_sim.core.discovery import (
     Version,
 )
 from joynr_sim.core.gcd import DEFAULT_EXPIRY_MS, AddResult, GlobalCapabilitiesDirectory
+from joynr_sim.core.gcd_store import InMemoryGcdStore
 
 KNOWN = ("GBID1", "GBID2", "GBID3")
 NOW = 1_000_000
@@ -35,6 +42,11 @@ class FakeClock:
 @pytest.fixture
 def clock():
     return FakeClock()
+
+
+@pytest.fixture
+def store():
+    return InMemoryGcdStore()
 
 
 @pytest.fixture
@@ -508,25 +520,46 @@ def test_two_instances_with_different_own_gbids_share_state(gcd, gcd2):
         is DiscoveryError.NO_ENTRY_FOR_PARTICIPANT
 
 
-def test_default_store_is_a_fresh_in_memory_store(clock):
-    a = GlobalCapabilitiesDirectory(own_gbid="GBID1", known_gbids=KNOWN, clock=clock)
-    b = GlobalCapabilitiesDirectory(own_gbid="GBID1", known_gbids=KNOWN, clock=clock)
+def test_instances_share_only_the_store_they_are_given(clock):
+    a = GlobalCapabilitiesDirectory(InMemoryGcdStore(), own_gbid="GBID1", known_gbids=KNOWN,
+                                    clock=clock)
+    b = GlobalCapabilitiesDirectory(InMemoryGcdStore(), own_gbid="GBID1", known_gbids=KNOWN,
+                                    clock=clock)
     a.add(entry(), ["GBID1"])
     assert b.store.all_rows() == []
     c = GlobalCapabilitiesDirectory(a.store, own_gbid="GBID3", known_gbids=KNOWN, clock=clock)
     assert c.lookup_participant("p1", ["GBID1"]).address == MqttAddress("GBID1", "cc1")
 
 
-def test_constructor_rejects_bad_configuration(clock):
+def test_constructor_rejects_bad_configuration(store, clock):
     with pytest.raises(InvalidDiscoveryArgument, match="own_gbid"):
-        GlobalCapabilitiesDirectory(own_gbid="GBID9", known_gbids=KNOWN, clock=clock)
+        GlobalCapabilitiesDirectory(store, own_gbid="GBID9", known_gbids=KNOWN, clock=clock)
     with pytest.raises(InvalidDiscoveryArgument, match="known_gbids"):
-        GlobalCapabilitiesDirectory(own_gbid="GBID1", known_gbids=["GBID1", "GBID1"], clock=clock)
+        GlobalCapabilitiesDirectory(store, own_gbid="GBID1", known_gbids=["GBID1", "GBID1"],
+                                    clock=clock)
     with pytest.raises(TypeError, match="clock"):
-        GlobalCapabilitiesDirectory(own_gbid="GBID1", known_gbids=KNOWN)
+        GlobalCapabilitiesDirectory(store, own_gbid="GBID1", known_gbids=KNOWN)
 
 
-# -- properties (in-memory SQLite: a fresh store per example) -------------------------------
+@pytest.mark.parametrize("store", [None, "gcd.sqlite", object()], ids=repr)
+def test_a_store_is_required(store, clock):
+    with pytest.raises(TypeError, match="store"):
+        GlobalCapabilitiesDirectory(store, own_gbid="GBID1", known_gbids=KNOWN, clock=clock)
+
+
+def test_importing_the_gcd_logic_loads_no_database_and_no_io():
+    # A fresh interpreter: this one has loaded everything the other tests needed.
+    script = (
+        "import sys, joynr_sim.core.gcd, joynr_sim.core.gcd_store\n"
+        "print(sorted(m for m in sys.modules if m in ('sqlite3', 'psycopg', 'asyncio', 'socket')"
+        " or m.startswith('joynr_sim.') and not m.startswith('joynr_sim.core')))"
+    )
+    out = subprocess.run([sys.executable, "-c", script], check=True, capture_output=True,
+                         text=True).stdout
+    assert out.strip() == "[]"
+
+
+# -- properties (a fresh in-memory store per example) ---------------------------------------
 
 PARTICIPANTS = ["p1", "p2", "p3"]
 gbid_lists = st.lists(st.sampled_from(KNOWN), min_size=1, max_size=3, unique=True)
@@ -546,11 +579,9 @@ operations = st.lists(
 @given(ops=operations, own=st.sampled_from(KNOWN), selected=gbid_lists)
 def test_property_store_matches_a_model_and_lookups_pick_one_selected_entry(ops, own, selected):
     clock = FakeClock()
-    gcds = {g: GlobalCapabilitiesDirectory(None, own_gbid=g, known_gbids=KNOWN, clock=clock)
-            for g in KNOWN[:1]}
-    store = gcds[KNOWN[0]].store
-    for g in KNOWN[1:]:
-        gcds[g] = GlobalCapabilitiesDirectory(store, own_gbid=g, known_gbids=KNOWN, clock=clock)
+    store = InMemoryGcdStore()
+    gcds = {g: GlobalCapabilitiesDirectory(store, own_gbid=g, known_gbids=KNOWN, clock=clock)
+            for g in KNOWN}
     model: dict[tuple[str, str], tuple[int, str]] = {}
     for op in ops:
         if op[0] == "add":

@@ -1,4 +1,8 @@
-"""The GCD stores: one row per (participantId, GBID), transactions, sharing, the factory."""
+"""The GCD stores: one row per (participantId, GBID), transactions, sharing, the factory.
+
+The contract of ``joynr_sim.core.gcd_store`` runs against all three stores (SQLite,
+PostgreSQL, in memory), so the GCD logic tests on the in-memory one hold for the others.
+"""
 
 from __future__ import annotations
 
@@ -7,17 +11,29 @@ import sys
 import textwrap
 import uuid
 
+import psycopg
 import pytest
 
-from gcd_fixtures import POSTGRES_URL, open_postgres, store  # noqa: F401
+from gcd_fixtures import POSTGRES_URL, open_postgres
 from joynr_sim.core.address import MqttAddress
 from joynr_sim.core.discovery import GlobalDiscoveryEntry, ProviderQos, Version
-from joynr_sim.store.gcd_store import (
-    GcdRow,
-    PostgresGcdStore,
-    SqliteGcdStore,
-    open_gcd_store,
-)
+from joynr_sim.core.gcd_store import GcdRow, InMemoryGcdStore
+from joynr_sim.store.gcd_store import PostgresGcdStore, SqliteGcdStore, open_gcd_store
+
+
+@pytest.fixture(params=["sqlite", "postgres", "memory"])
+def store(request, tmp_path):
+    if request.param == "sqlite":
+        s = SqliteGcdStore(str(tmp_path / "gcd.sqlite"))
+        yield s
+        s.close()
+    elif request.param == "postgres":
+        s = open_postgres()
+        yield s
+        s.drop()
+        s.close()
+    else:
+        yield InMemoryGcdStore()
 
 
 def row(pid="p1", gbid="GBID1", domain="d", interface="i", cc="cc1", last_seen=1, expiry=100,
@@ -57,6 +73,22 @@ def test_queries(store):
         assert tx.rows_for_interface([], "i") == []
         assert tx.rows_for_cluster_controller("cc1") == [rows[0], rows[1], rows[3]]
         assert tx.rows_for_cluster_controller("nobody") == []
+
+
+def test_rows_come_in_code_point_order(store):
+    # Upper case, digits and "_" sort before lower case by code point, not in a locale.
+    pids = ["a", "B", "_z", "A1", "a0", "\u00e9"]
+    with store.transaction(write=True) as tx:
+        for pid in pids:
+            tx.put(row(pid, "g", cc="cc1", expiry=10))
+            tx.put(row(pid, "G", cc="cc1", expiry=10))
+    expected = sorted((pid, gbid) for pid in pids for gbid in ("g", "G"))
+    assert [r.key for r in store.all_rows()] == expected
+    with store.transaction() as tx:
+        assert [r.key for r in tx.rows_for_cluster_controller("cc1")] == expected
+        assert [r.key for r in tx.rows_for_interface(["d"], "i")] == expected
+    with store.transaction(write=True) as tx:
+        assert tx.delete_expired(11) == expected
 
 
 def test_delete_and_delete_expired(store):
@@ -165,3 +197,25 @@ def test_open_gcd_store_rejects_an_empty_location():
 def test_postgres_unreachable_is_a_clear_error():
     with pytest.raises(ConnectionError, match="cannot connect to PostgreSQL"):
         PostgresGcdStore("postgresql://postgres@127.0.0.1:1/test?connect_timeout=2")
+
+
+def test_postgres_order_does_not_follow_the_database_locale():
+    # A database whose default collation is a locale (en_US is common) sorts "a" before "B";
+    # a table made with such columns must still come back in code-point order.
+    prefix = f"t{uuid.uuid4().hex[:16]}"
+    with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
+        conn.execute(
+            f"CREATE TABLE {prefix}_entries (participant_id TEXT COLLATE \"en-x-icu\" NOT NULL, "
+            "gbid TEXT COLLATE \"en-x-icu\" NOT NULL, domain TEXT NOT NULL, "
+            "interface_name TEXT NOT NULL, cluster_controller_id TEXT NOT NULL, "
+            "last_seen_date_ms BIGINT NOT NULL, expiry_date_ms BIGINT NOT NULL, "
+            "entry TEXT NOT NULL, PRIMARY KEY (participant_id, gbid))")
+    s = open_postgres(prefix)
+    try:
+        with s.transaction(write=True) as tx:
+            tx.put(row("a"))
+            tx.put(row("B"))
+        assert [r.participant_id for r in s.all_rows()] == ["B", "a"]
+    finally:
+        s.drop()
+        s.close()

@@ -18,9 +18,11 @@ type has no place here), raises ``InvalidDiscoveryEntry`` (a ValueError naming t
 no modeled GcdError fits, so the GCD service answers it as a ProviderRuntimeException with
 that message. Other malformed arguments raise ``InvalidDiscoveryArgument``.
 
-Every call runs in one store transaction: a rejected call changes nothing. A row whose
-expiry date lies before ``clock()`` is treated as absent by every call (it is never
-returned, removed, touched or counted as registered) until ``purge_expired`` deletes it.
+Every call runs in one transaction of its store (any ``GcdStore``, see
+``joynr_sim.core.gcd_store``; the GCD service gives it SQLite or PostgreSQL): a rejected
+call changes nothing. A row whose expiry date lies before ``clock()`` is treated as absent
+by every call (it is never returned, removed, touched or counted as registered) until
+``purge_expired`` deletes it.
 
 Lookups return one entry per participantId, the "best" of the selected GBIDs: the own
 GBID when the provider is registered there, else the first selected GBID (in the
@@ -31,8 +33,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterable, Mapping, Sequence
-
-from joynr_sim.store.gcd_store import GcdRow, GcdStore, RowKey, SqliteGcdStore
 
 from .address import MqttAddress
 from .discovery import (
@@ -46,6 +46,7 @@ from .discovery import (
     check_str_list,
     validate_gbids,
 )
+from .gcd_store import GcdRow, GcdStore, GcdTransaction, RowKey
 
 DEFAULT_GBID = "joynrdefaultgbid"
 DEFAULT_EXPIRY_MS = 3_628_800_000  # six weeks, joynr's default discovery entry expiry
@@ -63,12 +64,14 @@ class AddResult:
 class GlobalCapabilitiesDirectory:
     def __init__(
         self,
-        store: GcdStore | None = None,
+        store: GcdStore,
         own_gbid: str = DEFAULT_GBID,
         known_gbids: Sequence[str] | None = None,
         clock: Callable[[], int] | None = None,
         default_expiry_ms: int = DEFAULT_EXPIRY_MS,
     ) -> None:
+        if not callable(getattr(store, "transaction", None)):
+            raise TypeError(f"store: a GcdStore is required, got {store!r}")
         if clock is None or not callable(clock):
             raise TypeError(f"clock: a callable returning epoch ms is required, got {clock!r}")
         check_str(own_gbid, "own_gbid")
@@ -83,7 +86,7 @@ class GlobalCapabilitiesDirectory:
             raise InvalidDiscoveryArgument(
                 "default_expiry_ms", f"expected a positive int, got {default_expiry_ms!r}"
             )
-        self.store: GcdStore = store if store is not None else SqliteGcdStore(":memory:")
+        self.store = store
         self.own_gbid = own_gbid
         self.known_gbids = known
         self.clock = clock
@@ -113,7 +116,9 @@ class GlobalCapabilitiesDirectory:
         with self.store.transaction(write=True) as tx:
             return [self._put(tx, e, (self.own_gbid,)) for e in checked]
 
-    def _put(self, tx: Any, entry: GlobalDiscoveryEntry, gbids: tuple[str, ...]) -> AddResult:
+    def _put(
+        self, tx: GcdTransaction, entry: GlobalDiscoveryEntry, gbids: tuple[str, ...]
+    ) -> AddResult:
         now = self.clock()
         existing = {r.gbid for r in tx.rows_for_participant(entry.participant_id) if _alive(r, now)}
         topic = entry.address.topic  # type: ignore[union-attr]

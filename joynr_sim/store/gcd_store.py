@@ -1,9 +1,10 @@
 """Where the global capabilities directory keeps its rows: SQLite (default) or PostgreSQL.
 
 All GCD instances of a run share one store, so every instance knows the providers of every
-backend. A store holds one row per (participantId, GBID); it is dumb on purpose: the rules
-(which rows to touch, which errors to raise) live in ``joynr_sim.core.gcd``, which runs each
-call inside one ``store.transaction()`` so a rejected or failed call changes nothing.
+backend. Both stores implement the ``GcdStore`` protocol of ``joynr_sim.core.gcd_store``
+(one row per (participantId, GBID), dumb on purpose): the rules live in
+``joynr_sim.core.gcd``, which runs each call inside one ``store.transaction()`` so a
+rejected or failed call changes nothing.
 
 Writers are serialised across processes: SQLite by ``BEGIN IMMEDIATE`` (WAL mode, busy
 timeout), PostgreSQL by a transaction-scoped advisory lock on the table.
@@ -17,77 +18,18 @@ import sqlite3
 import threading
 import zlib
 from abc import ABC, abstractmethod
-from contextlib import contextmanager
-from dataclasses import dataclass
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any, Iterator, Sequence
 
-from joynr_sim.core.address import MqttAddress
 from joynr_sim.core.discovery import GlobalDiscoveryEntry
-
-RowKey = tuple[str, str]  # (participantId, GBID)
-
-
-@dataclass(frozen=True)
-class GcdRow:
-    """One registration of a provider in one backend.
-
-    ``entry.address`` is an MqttAddress whose broker_uri is ``gbid``; the cluster
-    controller id is the topic of that address.
-    """
-
-    entry: GlobalDiscoveryEntry
-    gbid: str
-
-    def __post_init__(self) -> None:
-        address = self.entry.address
-        if not isinstance(address, MqttAddress) or address.broker_uri != self.gbid:
-            raise ValueError(
-                f"row address must be MqttAddress({self.gbid!r}, ...), got {address!r}")
-
-    @property
-    def participant_id(self) -> str:
-        return self.entry.participant_id
-
-    @property
-    def cluster_controller_id(self) -> str:
-        return self.entry.address.topic  # type: ignore[union-attr]
-
-    @property
-    def key(self) -> RowKey:
-        return (self.entry.participant_id, self.gbid)
+from joynr_sim.core.gcd_store import GcdRow, RowKey
 
 
-class GcdTransaction(ABC):
-    """The operations a GCD call may use, all inside one transaction."""
+class SqlGcdStore(ABC):
+    """What both SQL stores share besides their SQL: reading all rows, closing."""
 
     @abstractmethod
-    def all_rows(self) -> list[GcdRow]: ...
-
-    @abstractmethod
-    def rows_for_participant(self, participant_id: str) -> list[GcdRow]: ...
-
-    @abstractmethod
-    def rows_for_interface(self, domains: Sequence[str], interface_name: str) -> list[GcdRow]: ...
-
-    @abstractmethod
-    def rows_for_cluster_controller(self, cluster_controller_id: str) -> list[GcdRow]: ...
-
-    @abstractmethod
-    def put(self, row: GcdRow) -> None:
-        """Create or replace the row of (participantId, GBID)."""
-
-    @abstractmethod
-    def delete(self, key: RowKey) -> None: ...
-
-    @abstractmethod
-    def delete_expired(self, now_ms: int) -> list[RowKey]:
-        """Delete the rows whose expiry date lies before ``now_ms``; return their keys."""
-
-
-class GcdStore(ABC):
-    @abstractmethod
-    def transaction(self, write: bool = False) -> Any:
-        """A context manager yielding a GcdTransaction; commits on success, else rolls back."""
+    def transaction(self, write: bool = False) -> AbstractContextManager[_SqlTransaction]: ...
 
     @abstractmethod
     def close(self) -> None: ...
@@ -95,12 +37,6 @@ class GcdStore(ABC):
     def all_rows(self) -> list[GcdRow]:
         with self.transaction() as tx:
             return tx.all_rows()
-
-    def __enter__(self) -> GcdStore:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 # -- the SQL shared by both stores --------------------------------------------------------
@@ -130,17 +66,22 @@ def _decode(record: Sequence[Any]) -> GcdRow:
     return GcdRow(GlobalDiscoveryEntry.from_wire(json.loads(text)), gbid)
 
 
-class _SqlTransaction(GcdTransaction):
-    def __init__(self, cursor: Any, table: str, ph: str) -> None:
+class _SqlTransaction:
+    """A GcdTransaction on a DB-API cursor; the SQL is the same for both drivers."""
+
+    def __init__(self, cursor: Any, table: str, ph: str, collate: str = "") -> None:
         self._cur = cursor
         self._t = table
         self._ph = ph  # the driver's placeholder: ? or %s
+        # Rows come in code-point order of (participantId, GBID), as the protocol says:
+        # SQLite's default collation is that already; PostgreSQL's is the database's locale.
+        self._order = f"ORDER BY participant_id{collate}, gbid{collate}"
 
     def _select(self, where: str = "", params: Sequence[Any] = ()) -> list[GcdRow]:
         sql = f"SELECT gbid, entry FROM {self._t}"
         if where:
             sql += f" WHERE {where}"
-        self._cur.execute(sql + " ORDER BY participant_id, gbid", tuple(params))
+        self._cur.execute(f"{sql} {self._order}", tuple(params))
         return [_decode(r) for r in self._cur.fetchall()]
 
     def all_rows(self) -> list[GcdRow]:
@@ -180,7 +121,7 @@ class _SqlTransaction(GcdTransaction):
     def delete_expired(self, now_ms: int) -> list[RowKey]:
         self._cur.execute(
             f"SELECT participant_id, gbid FROM {self._t} WHERE expiry_date_ms < {self._ph} "
-            "ORDER BY participant_id, gbid",
+            f"{self._order}",
             (now_ms,),
         )
         keys = [(p, g) for p, g in self._cur.fetchall()]
@@ -210,7 +151,7 @@ def _table_name(table_prefix: str) -> str:
     return f"{table_prefix}_entries"
 
 
-class SqliteGcdStore(GcdStore):
+class SqliteGcdStore(SqlGcdStore):
     """A SQLite file (or ``":memory:"``) shared by all GCD instances, even across processes."""
 
     def __init__(self, path: str = ":memory:", *, table_prefix: str = "gcd",
@@ -228,7 +169,7 @@ class SqliteGcdStore(GcdStore):
             self._conn.execute(sql)
 
     @contextmanager
-    def transaction(self, write: bool = False) -> Iterator[GcdTransaction]:
+    def transaction(self, write: bool = False) -> Iterator[_SqlTransaction]:
         with self._lock:
             cur = self._conn.cursor()
             # IMMEDIATE takes the write lock up front, so a read-then-write call cannot
@@ -248,7 +189,7 @@ class SqliteGcdStore(GcdStore):
         self._conn.close()
 
 
-class PostgresGcdStore(GcdStore):
+class PostgresGcdStore(SqlGcdStore):
     """A PostgreSQL table ``<table_prefix>_entries`` (psycopg 3)."""
 
     def __init__(self, url: str, *, table_prefix: str = "gcd") -> None:
@@ -270,11 +211,11 @@ class PostgresGcdStore(GcdStore):
                 self._conn.execute(sql)
 
     @contextmanager
-    def transaction(self, write: bool = False) -> Iterator[GcdTransaction]:
+    def transaction(self, write: bool = False) -> Iterator[_SqlTransaction]:
         with self._lock, self._conn.transaction(), self._conn.cursor() as cur:
             if write:
                 cur.execute("SELECT pg_advisory_xact_lock(%s)", (self._lock_key,))
-            yield _SqlTransaction(cur, self.table, "%s")
+            yield _SqlTransaction(cur, self.table, "%s", ' COLLATE "C"')
 
     def drop(self) -> None:
         """Drop the table (tests and tools that made a store of their own)."""
@@ -285,7 +226,7 @@ class PostgresGcdStore(GcdStore):
         self._conn.close()
 
 
-def open_gcd_store(url_or_path: str, *, table_prefix: str = "gcd") -> GcdStore:
+def open_gcd_store(url_or_path: str, *, table_prefix: str = "gcd") -> SqlGcdStore:
     """A PostgreSQL store for a ``postgresql://`` (or ``postgres://``) URL, else SQLite."""
     if not isinstance(url_or_path, str) or not url_or_path:
         raise ValueError(f"url_or_path: expected a URL or a file path, got {url_or_path!r}")

@@ -1,0 +1,421 @@
+"""One link and its operations: attach (establish, reattach, resume, recover, steal,
+reject), detach, unsettled deliveries, expiry. Links come from ``LinkRegistry``. One
+module, a little over 400 lines: every operation runs in the same turn on the same state.
+
+Link.attach decides one mode (checked in this order):
+  reject     recover with nothing stored (amqp:not-found), or the store write failed
+             (amqp:internal-error); owner, terminus and stored record stay as they were
+  steal      attached on another connection: that owner is detached with amqp:link:stolen
+             and told through the on_stolen it gave at attach
+  recover    null local terminus: the stored one is used
+  establish  nothing stored
+  resume     stored terminus, and the attach carried an unsettled map or deliveries are
+             unsettled here: reconciled per delivery tag (see reconcile)
+  reattach   stored terminus, no unsettled state
+A steal or recover can resume too: the outcome's recovered/resumed flags say so.
+
+Locking, and why it cannot deadlock: see the package doc.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Iterator
+
+from .events import (
+    LinkAttached,
+    LinkDetached,
+    LinkEvent,
+    LinkExpired,
+    LinkRecovered,
+    LinkResumed,
+    LinkStolen,
+    LinkStored,
+    StolenCallback,
+)
+from .model import (
+    ERR_INTERNAL,
+    ERR_NOT_FOUND,
+    ERR_STOLEN,
+    ESTABLISH,
+    REATTACH,
+    RECOVER,
+    REJECT,
+    RESUME,
+    STEAL,
+    AttachMode,
+    AttachOutcome,
+    DetachOutcome,
+    LinkError,
+    LinkErrorCondition,
+    LinkKey,
+    LinkStateError,
+    Role,
+    Terminus,
+    TerminusDurability,
+    validate_connection_id,
+    validate_delivery_state,
+    validate_delivery_tag,
+    validate_unsettled,
+)
+from .reconcile import reconcile
+from .store import LinkStoreError, StoredLink
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .registry import LinkRegistry
+
+
+class Link:
+    """One link: its local terminus, remote terminus, owner and unsettled deliveries.
+
+    Get it from LinkRegistry.get_sending_link / get_receiving_link, never construct it.
+    """
+
+    def __init__(self, registry: "LinkRegistry", key: LinkKey) -> None:
+        self._registry = registry
+        self.key = key
+        self._cond = threading.Condition(threading.Lock())
+        self._next_ticket = 0
+        self._serving = 0
+        # State below: changed only in a turn, and under _cond so readers see it whole.
+        self._terminus: Terminus | None = None
+        self._remote: Terminus | None = None
+        self._owner: str | None = None
+        self._on_stolen: StolenCallback | None = None
+        self._unsettled: dict[str, str | None] = {}
+        self._detached_since_ms: int | None = registry._clock()
+        self._stored: StoredLink | None = None  # what the store holds for this link
+        self._removed = False  # purged or closed: the registry holds a new Link for the key
+
+    # -- inspection -----------------------------------------------------------------
+    @property
+    def role(self) -> Role:
+        return self.key.role
+
+    @property
+    def link_name(self) -> str:
+        return self.key.link_name
+
+    @property
+    def local_container_id(self) -> str:
+        return self.key.local_container_id
+
+    @property
+    def remote_container_id(self) -> str:
+        return self.key.remote_container_id
+
+    @property
+    def terminus(self) -> Terminus | None:
+        with self._cond:
+            return self._terminus
+
+    @property
+    def source(self) -> Terminus | None:
+        with self._cond:
+            return self._terminus if self.role == "sending" else self._remote
+
+    @property
+    def target(self) -> Terminus | None:
+        with self._cond:
+            return self._remote if self.role == "sending" else self._terminus
+
+    @property
+    def owner(self) -> str | None:
+        """The connection the link is attached on, None while detached."""
+        with self._cond:
+            return self._owner
+
+    @property
+    def is_attached(self) -> bool:
+        return self.owner is not None
+
+    @property
+    def unsettled(self) -> dict[str, str | None]:
+        with self._cond:
+            return dict(self._unsettled)
+
+    @property
+    def detached_since_ms(self) -> int | None:
+        with self._cond:
+            return self._detached_since_ms
+
+    @property
+    def removed(self) -> bool:
+        with self._cond:
+            return self._removed
+
+    def pending(self) -> int:
+        """Operations holding or waiting for this link's turn (the thief queue)."""
+        with self._cond:
+            return self._next_ticket - self._serving
+
+    def wait_pending(self, count: int, timeout: float) -> bool:
+        """Wait until at least count operations hold or wait for the turn."""
+        with self._cond:
+            return self._cond.wait_for(
+                lambda: self._next_ticket - self._serving >= count, timeout
+            )
+
+    def __repr__(self) -> str:
+        k = self.key
+        return f"Link({k.role}, {k.remote_container_id!r}, {k.link_name!r}, owner={self.owner!r})"
+
+    # -- the turn: a FIFO ticket lock ------------------------------------------------
+    @contextmanager
+    def _turn(self) -> Iterator[None]:
+        with self._cond:
+            ticket = self._next_ticket
+            self._next_ticket += 1
+            self._cond.notify_all()  # wake wait_pending
+            while self._serving != ticket:
+                self._cond.wait()
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._serving += 1
+                self._cond.notify_all()
+
+    # -- operations -----------------------------------------------------------------
+    def attach(
+        self,
+        connection_id: str,
+        source: Terminus | None,
+        target: Terminus | None,
+        unsettled: Mapping[str, str | None] | None = None,
+        on_stolen: StolenCallback | None = None,
+    ) -> AttachOutcome:
+        """Attach the link on a connection; see the module doc for the modes.
+
+        source and target are as in the attach frame: the local terminus is the source of
+        a sending link and the target of a receiving one; None there asks to recover the
+        stored terminus. unsettled is the peer's unsettled map (None: the attach carried
+        none). on_stolen is called with the LinkDetached event when another connection
+        steals the link from this one.
+        """
+        connection_id = validate_connection_id(connection_id)
+        for name, value in (("source", source), ("target", target)):
+            if value is not None and not isinstance(value, Terminus):
+                raise LinkError(name, value, "expected a Terminus or None")
+        peer = None if unsettled is None else validate_unsettled(unsettled)
+        if on_stolen is not None and not callable(on_stolen):
+            raise LinkError("on_stolen", on_stolen, "expected a callable or None")
+        local, remote = (source, target) if self.role == "sending" else (target, source)
+        outcome = None
+        with self._turn():
+            if not self._removed:
+                outcome = self._attach_in_turn(connection_id, local, remote, peer, on_stolen)
+        if outcome is None:  # closed or purged meanwhile: the key lives on in a new Link
+            return self._registry._link(self.key).attach(
+                connection_id, source, target, unsettled, on_stolen
+            )
+        self._registry._drain()
+        return outcome
+
+    def _attach_in_turn(
+        self,
+        conn: str,
+        local: Terminus | None,
+        remote: Terminus | None,
+        peer: dict[str, str | None] | None,
+        on_stolen: StolenCallback | None,
+    ) -> AttachOutcome:
+        reg = self._registry
+        now = reg._clock()
+        stored, owner = self._terminus, self._owner
+
+        def reject(condition: str, description: str, events: list[LinkEvent]) -> AttachOutcome:
+            error = LinkErrorCondition(condition, description)
+            events.append(LinkAttached(now, self.key, conn, REJECT,
+                                       None if stored is None else stored.durability, condition))
+            reg._enqueue(events)
+            return AttachOutcome(REJECT, self.key, conn, stored, error=error)
+
+        if local is None:
+            if stored is None:
+                return reject(ERR_NOT_FOUND,
+                              f"no terminus to recover for link {self.link_name!r}", [])
+            terminus, recovered = stored, True
+        else:
+            terminus, recovered = reg._effective(local), False
+        resumed = stored is not None and (peer is not None or bool(self._unsettled))
+        resend, settled, peer_only, remaining = reconcile(
+            self.role, self._unsettled if stored is not None else {}, peer or {}
+        )
+        if owner is not None and owner != conn:
+            mode: AttachMode = STEAL
+        elif recovered:
+            mode = RECOVER
+        elif stored is None:
+            mode = ESTABLISH
+        elif resumed:
+            mode = RESUME
+        else:
+            mode = REATTACH
+
+        events: list[LinkEvent] = []
+        record = self._record(terminus, remaining)
+        try:
+            self._write(record, now, events)
+        except LinkStoreError as e:
+            return reject(ERR_INTERNAL, f"link store: {e}", events)
+
+        victim, victim_callback = owner, self._on_stolen
+        with self._cond:
+            self._terminus = terminus
+            if remote is not None or mode == ESTABLISH:
+                self._remote = remote
+            self._owner = conn
+            self._on_stolen = on_stolen
+            self._unsettled = remaining
+            self._detached_since_ms = None
+        if mode == STEAL:
+            assert victim is not None
+            detached = LinkDetached(now, self.key, victim, False, ERR_STOLEN, conn)
+            events.append(detached)
+            events.append(LinkStolen(now, self.key, victim, conn))
+        events.append(LinkAttached(now, self.key, conn, mode, terminus.durability))
+        if resumed:
+            events.append(LinkResumed(now, self.key, conn, len(resend), len(settled)))
+        if recovered:
+            events.append(LinkRecovered(now, self.key, conn, terminus.durability))
+        reg._enqueue(events)
+        if mode == STEAL and victim_callback is not None:
+            reg._enqueue_call(victim_callback, detached)
+        return AttachOutcome(
+            mode, self.key, conn, terminus, resend, settled, peer_only,
+            stolen_from=victim if mode == STEAL else None,
+            recovered=recovered, resumed=resumed,
+        )
+
+    def detach(
+        self, connection_id: str, closed: bool = False, error: str | None = None
+    ) -> DetachOutcome:
+        """Detach from a connection: suspended (terminus and unsettled state kept) or closed
+        (the link is removed and its durable record deleted). A connection that does not
+        own the link (e.g. one it was stolen from) changes nothing."""
+        connection_id = validate_connection_id(connection_id)
+        if not isinstance(closed, bool):
+            raise LinkError("closed", closed, "expected a bool")
+        if error is not None and not isinstance(error, str):
+            raise LinkError("error", error, "expected an error condition string or None")
+        reg = self._registry
+        with self._turn():
+            if self._removed or self._owner != connection_id:
+                return DetachOutcome(self.key, connection_id, False, closed)
+            now = reg._clock()
+            events: list[LinkEvent] = []
+            failure = None
+            if closed:
+                try:
+                    self._write(None, now, events)
+                except LinkStoreError as e:
+                    # The connection is gone either way: keep the link suspended, so a
+                    # later close can still delete the record.
+                    closed = False
+                    failure = LinkErrorCondition(ERR_INTERNAL, f"link store: {e}")
+            with self._cond:
+                self._owner = None
+                self._on_stolen = None
+                self._detached_since_ms = now
+                if closed:
+                    self._terminus = self._remote = None
+                    self._unsettled = {}
+                    self._removed = True
+            if closed:
+                reg._forget(self)
+            events.append(LinkDetached(now, self.key, connection_id, closed, error))
+            reg._enqueue(events)
+        reg._drain()
+        return DetachOutcome(self.key, connection_id, True, closed, failure)
+
+    def add_unsettled(self, tag: str, state: str | None = None) -> None:
+        """Track a delivery (or update its state) until it is settled; at durability 2 the
+        store holds it too. The link must be attached."""
+        tag = validate_delivery_tag(tag)
+        state = validate_delivery_state(state)
+        with self._turn():
+            if self._removed or self._owner is None:
+                raise LinkStateError("link", self, "is not attached, no delivery can be added")
+            assert self._terminus is not None
+            if self._terminus.durability == TerminusDurability.UNSETTLED_STATE:
+                self._registry._store_call(
+                    "put_unsettled", self.role, self.remote_container_id, self.link_name,
+                    tag, state,
+                )
+            with self._cond:
+                self._unsettled[tag] = state
+                if self._stored is not None:
+                    self._stored = self._record(self._terminus, self._unsettled)
+
+    def settle(self, tag: str) -> bool:
+        """Settle a delivery; False when the link does not track that tag."""
+        tag = validate_delivery_tag(tag)
+        with self._turn():
+            if tag not in self._unsettled:
+                return False
+            assert self._terminus is not None
+            if self._terminus.durability == TerminusDurability.UNSETTLED_STATE:
+                self._registry._store_call(
+                    "remove_unsettled", self.role, self.remote_container_id, self.link_name, tag
+                )
+            with self._cond:
+                del self._unsettled[tag]
+                if self._stored is not None:
+                    self._stored = self._record(self._terminus, self._unsettled)
+            return True
+
+    # -- helpers (in a turn) ----------------------------------------------------------
+    def _record(self, terminus: Terminus, unsettled: Mapping[str, str | None]) -> StoredLink | None:
+        """What the store should hold for this terminus, per its durability."""
+        if terminus.durability == TerminusDurability.NONE:
+            return None
+        pairs = (
+            tuple(sorted(unsettled.items()))
+            if terminus.durability == TerminusDurability.UNSETTLED_STATE
+            else ()
+        )
+        return StoredLink(self.role, self.remote_container_id, self.link_name, terminus, pairs)
+
+    def _write(self, record: StoredLink | None, now: int, events: list[LinkEvent]) -> None:
+        """Bring the store to record (None: nothing stored); store and memory are unchanged
+        when it raises."""
+        store = self._registry.store
+        if store is None or record == self._stored:
+            return
+        op = "save" if record is not None else "delete"
+        durability = record.terminus.durability if record is not None else None
+        try:
+            if record is not None:
+                store.save(record)
+            else:
+                store.delete(self.role, self.remote_container_id, self.link_name)
+        except LinkStoreError as e:
+            events.append(LinkStored(now, self.key, op, durability, False, str(e)))
+            raise
+        with self._cond:
+            self._stored = record
+        events.append(LinkStored(now, self.key, op, durability, True))
+
+    def _purge_if_expired(self, now_ms: int, timeout_ms: int) -> bool:
+        reg = self._registry
+        with self._turn():
+            since = self._detached_since_ms
+            if self._removed or self._owner is not None or since is None:
+                return False
+            if now_ms - since <= timeout_ms:
+                return False
+            events: list[LinkEvent] = []
+            try:
+                self._write(None, now_ms, events)
+            except LinkStoreError:
+                reg._enqueue(events)  # the failure is an event; the link stays
+                return False
+            with self._cond:
+                self._removed = True
+            reg._forget(self)
+            events.append(LinkExpired(now_ms, self.key, since, timeout_ms))
+            reg._enqueue(events)
+            return True

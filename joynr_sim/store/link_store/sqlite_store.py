@@ -1,0 +1,211 @@
+"""A link store in an SQLite file, one row per link and one per unsettled delivery."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import threading
+from pathlib import Path
+from typing import Any
+
+from ...core.links import ROLES, LinkStoreError, Role, StoredLink, Terminus
+from .records import CURRENT_VERSION, RecordKey, StoreVersionError, persistable, refuse_newer
+
+_SQLITE_V1 = """
+CREATE TABLE schema_version (version INTEGER NOT NULL);
+CREATE TABLE links (
+    role TEXT NOT NULL,
+    remote_container_id TEXT NOT NULL,
+    link_name TEXT NOT NULL,
+    address TEXT,
+    properties TEXT NOT NULL DEFAULT '{}',
+    PRIMARY KEY (role, remote_container_id, link_name)
+);
+"""
+
+# v1 kept configuration only, so every existing row is durability 1.
+_SQLITE_V1_TO_V2 = """
+ALTER TABLE links ADD COLUMN durability INTEGER NOT NULL DEFAULT 1;
+CREATE TABLE unsettled (
+    role TEXT NOT NULL,
+    remote_container_id TEXT NOT NULL,
+    link_name TEXT NOT NULL,
+    tag TEXT NOT NULL,
+    state TEXT,
+    PRIMARY KEY (role, remote_container_id, link_name, tag)
+);
+"""
+
+_SQLITE_MIGRATIONS = {1: _SQLITE_V1_TO_V2}
+
+
+def _sql_statements(script: str) -> list[str]:
+    return [s.strip() for s in script.split(";") if s.strip()]
+
+
+class SqliteLinkStore:
+    """Links in an SQLite file: a links table, an unsettled table (one row per delivery,
+    so an update is one row, not the whole store) and a schema_version table."""
+
+    max_durability = 2
+
+    def __init__(self, path: str | os.PathLike[str], synchronous: str = "FULL") -> None:
+        """synchronous: SQLite's setting; OFF survives a process crash, not a power cut,
+        which is all a simulated crash needs and spares an fsync per delivery."""
+        if synchronous not in ("OFF", "NORMAL", "FULL", "EXTRA"):
+            raise LinkStoreError(
+                f"synchronous: expected OFF, NORMAL, FULL or EXTRA, got {synchronous!r}")
+        self.path = Path(path)
+        self._lock = threading.Lock()
+        self.upgraded_from: int | None = None
+        try:
+            # Autocommit mode: transactions are explicit (BEGIN IMMEDIATE ... COMMIT).
+            self._db = sqlite3.connect(self.path, isolation_level=None,
+                                       check_same_thread=False)
+            self._db.execute(f"PRAGMA synchronous={synchronous}")
+        except sqlite3.Error as e:
+            raise LinkStoreError(f"{self.path}: cannot open the link store: {e}") from e
+        try:
+            self._open()
+        except BaseException:
+            self._db.close()
+            raise
+        self.version = CURRENT_VERSION
+
+    def _open(self) -> None:
+        try:
+            tables = {row[0] for row in self._db.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table'")}
+            if not tables:
+                self._transaction(
+                    _sql_statements(_SQLITE_V1)
+                    + [s for step in sorted(_SQLITE_MIGRATIONS)
+                       for s in _sql_statements(_SQLITE_MIGRATIONS[step])]
+                    + [f"INSERT INTO schema_version (version) VALUES ({CURRENT_VERSION})"]
+                )
+                return
+            if "schema_version" not in tables:
+                raise LinkStoreError(f"{self.path}: not a link store (no schema_version table)")
+            rows = self._db.execute("SELECT version FROM schema_version").fetchall()
+        except sqlite3.Error as e:
+            raise LinkStoreError(f"{self.path}: cannot read the link store: {e}") from e
+        if len(rows) != 1 or not isinstance(rows[0][0], int):
+            raise StoreVersionError(f"{self.path}: schema_version: expected one integer row, "
+                                    f"got {rows!r}")
+        version = rows[0][0]
+        if version > CURRENT_VERSION:
+            raise refuse_newer(str(self.path), version)
+        if version < 1:
+            raise StoreVersionError(f"{self.path}: schema_version: no format version {version}")
+        if version < CURRENT_VERSION:
+            statements = [s for step in range(version, CURRENT_VERSION)
+                          for s in _sql_statements(_SQLITE_MIGRATIONS[step])]
+            statements.append(f"UPDATE schema_version SET version = {CURRENT_VERSION}")
+            self._transaction(statements)
+            self.upgraded_from = version
+
+    def _transaction(self, statements: list[str | tuple[str, tuple[Any, ...]]]) -> None:
+        """Run statements in one transaction: all of them or none."""
+        try:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                for statement in statements:
+                    if isinstance(statement, tuple):
+                        self._db.execute(*statement)
+                    else:
+                        self._db.execute(statement)
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+        except sqlite3.Error as e:
+            raise LinkStoreError(f"{self.path}: link store write failed: {e}") from e
+
+    def load(self) -> list[StoredLink]:
+        with self._lock:
+            try:
+                links = self._db.execute(
+                    "SELECT role, remote_container_id, link_name, address, properties, "
+                    "durability FROM links ORDER BY role, remote_container_id, link_name"
+                ).fetchall()
+                unsettled: dict[RecordKey, list[tuple[str, str | None]]] = {}
+                for role, remote, name, tag, state in self._db.execute(
+                    "SELECT role, remote_container_id, link_name, tag, state FROM unsettled "
+                    "ORDER BY tag"
+                ):
+                    unsettled.setdefault((role, remote, name), []).append((tag, state))
+            except sqlite3.Error as e:
+                raise LinkStoreError(f"{self.path}: cannot read the link store: {e}") from e
+        records = []
+        for role, remote, name, address, properties, durability in links:
+            where = f"{self.path}: links[{role!r}, {remote!r}, {name!r}]"
+            if role not in ROLES:
+                raise LinkStoreError(f"{where}: role: expected one of {ROLES}, got {role!r}")
+            try:
+                terminus = Terminus(address, durability, tuple(json.loads(properties).items()))
+            except (ValueError, AttributeError) as e:
+                raise LinkStoreError(f"{where}: {e}") from e
+            pairs = unsettled.get((role, remote, name), []) if durability == 2 else []
+            records.append(StoredLink(role, remote, name, terminus, tuple(pairs)))
+        return records
+
+    def save(self, record: StoredLink) -> None:
+        kept = persistable(record)
+        key = (record.role, record.remote_container_id, record.link_name)
+        statements: list[str | tuple[str, tuple[Any, ...]]] = [
+            ("DELETE FROM unsettled WHERE role = ? AND remote_container_id = ? "
+             "AND link_name = ?", key)
+        ]
+        if kept is None:
+            statements.append(("DELETE FROM links WHERE role = ? AND remote_container_id = ? "
+                               "AND link_name = ?", key))
+        else:
+            t = kept.terminus
+            statements.append((
+                "INSERT INTO links (role, remote_container_id, link_name, address, properties, "
+                "durability) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT "
+                "(role, remote_container_id, link_name) DO UPDATE SET address = excluded.address, "
+                "properties = excluded.properties, durability = excluded.durability",
+                (*key, t.address, json.dumps(dict(t.properties)), t.durability),
+            ))
+            statements.extend(
+                ("INSERT INTO unsettled (role, remote_container_id, link_name, tag, state) "
+                 "VALUES (?, ?, ?, ?, ?)", (*key, tag, state))
+                for tag, state in kept.unsettled
+            )
+        with self._lock:
+            self._transaction(statements)
+
+    def delete(self, role: Role, remote_container_id: str, link_name: str) -> None:
+        key = (role, remote_container_id, link_name)
+        where = "WHERE role = ? AND remote_container_id = ? AND link_name = ?"
+        with self._lock:
+            self._transaction([(f"DELETE FROM unsettled {where}", key),
+                               (f"DELETE FROM links {where}", key)])
+
+    def put_unsettled(self, role: Role, remote_container_id: str, link_name: str,
+                      tag: str, state: str | None) -> None:
+        key = (role, remote_container_id, link_name)
+        with self._lock:
+            self._transaction([(
+                "INSERT INTO unsettled (role, remote_container_id, link_name, tag, state) "
+                "SELECT ?, ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM links WHERE role = ? "
+                "AND remote_container_id = ? AND link_name = ? AND durability = 2) "
+                "ON CONFLICT (role, remote_container_id, link_name, tag) "
+                "DO UPDATE SET state = excluded.state",
+                (*key, tag, state, *key),
+            )])
+
+    def remove_unsettled(self, role: Role, remote_container_id: str, link_name: str,
+                         tag: str) -> None:
+        with self._lock:
+            self._transaction([(
+                "DELETE FROM unsettled WHERE role = ? AND remote_container_id = ? "
+                "AND link_name = ? AND tag = ?",
+                (role, remote_container_id, link_name, tag),
+            )])
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
