@@ -168,6 +168,7 @@ class GcdService(Runtime):
         self.topic = GCD_TOPIC
         self._executor: ThreadPoolExecutor | None = None
         self._gcd: GlobalCapabilitiesDirectory | None = None
+        self._store: Any = None  # the SQL store the logic runs on; closed on its worker thread
         super().__init__(gcd_runtime_id(gbid), **kwargs)
         self.endpoint = MqttEndpoint(
             self, client_id=GCD_TOPIC, topic=GCD_TOPIC, gbids=[gbid], brokers=brokers,
@@ -198,9 +199,9 @@ class GcdService(Runtime):
     def _open(self) -> None:
         # One table per run: a shared PostgreSQL database holds many runs side by side.
         prefix = "gcd_" + hashlib.sha1(self.run_id.encode()).hexdigest()[:16]
+        self._store = open_gcd_store(self.store_url, table_prefix=prefix)
         self._gcd = GlobalCapabilitiesDirectory(
-            store=open_gcd_store(self.store_url, table_prefix=prefix), own_gbid=self.gbid,
-            known_gbids=self.known_gbids, clock=self.clock.now_ms,
+            store=self._store, own_gbid=self.gbid, known_gbids=self.known_gbids, clock=self.clock.now_ms,
         )
 
     async def _start_transports(self) -> None:
@@ -216,8 +217,8 @@ class GcdService(Runtime):
     def _close_store(self) -> None:
         executor, self._executor = self._executor, None
         if executor is not None:
-            gcd = self._gcd
-            executor.submit(lambda: gcd.store.close() if gcd is not None else None)
+            store = self._store
+            executor.submit(lambda: store.close() if store is not None else None)
             executor.shutdown(wait=True)
 
     async def _stop_transports(self) -> None:
