@@ -134,7 +134,9 @@ class Simulation:
     ) -> LibjoynrRuntime:
         if not cc.running:
             raise ValueError(f"cc: cluster controller {cc.runtime_id!r} must run before its libjoynr runtimes")
-        runtime = LibjoynrRuntime(runtime_id, cc.cc_id, cc.ws_address, **self._common(), **kwargs)
+        runtime = LibjoynrRuntime(
+            runtime_id, cc.cc_id, cc.ws_address, token=cc.admit(runtime_id), **self._common(), **kwargs
+        )
         self._adopt(runtime)
         if start:
             await runtime.start()

@@ -12,6 +12,7 @@ came back, a send failed — and gets back a list of actions to carry out, in or
     Queue      the message waits for a route (``msg.queue``)
     Resolve    ask the parent (libjoynr) or discovery (cluster controller) for a route
     Drop       the message goes no further, with a reason (``msg.drop``)
+    Reject     answer a refused request with an error reply, so its caller knows at once
     LearnRoute a reply-to route was offered to the routing table (the table's decision is
                traced by its own listener)
 
@@ -49,8 +50,8 @@ from .routing import RoutingEntry, RoutingTable
 
 DEFAULT_MAX_HOPS = 32
 # Bounds of what a router remembers and holds; past them the oldest goes first.
-DEFAULT_MAX_QUEUED = 10_000
-DEFAULT_MAX_QUEUED_BYTES = 64 * 1024 * 1024
+DEFAULT_MAX_QUEUED = 1_000
+DEFAULT_MAX_QUEUED_BYTES = 16 * 1024 * 1024
 MEMORY = 100_000  # delivered ids and (id, hops) pairs kept for duplicate detection
 
 # Requests whose replies come back to the sender: their replyTo teaches the receiver a route.
@@ -110,13 +111,23 @@ class Drop:
 
 
 @dataclass(frozen=True)
+class Reject:
+    msg: JoynrMessage  # a request the router refused to deliver
+    detail: str
+
+
+@dataclass(frozen=True)
 class LearnRoute:
     participant_id: str
     entry: RoutingEntry
     outcome: str
 
 
-Action = Union[Received, Send, Deliver, Queue, Resolve, Drop, LearnRoute]
+Action = Union[Received, Send, Deliver, Queue, Resolve, Drop, Reject, LearnRoute]
+
+# Transports a runtime's own participants speak over: in process, and the WebSocket of its
+# libjoynr runtimes (each proved its identity with its token).
+LOCAL_VIAS = frozenset({"inprocess", "ws"})
 
 
 def via_of(address: Address) -> str:
@@ -170,11 +181,14 @@ class MessageRouter:
         # Waiting messages in arrival order (so the oldest is found at once) and, per
         # participant, the keys of its own in the same order.
         self._waiting: OrderedDict[int, JoynrMessage] = OrderedDict()
+        self._waiting_via: dict[int, str] = {}
         self._by_participant: dict[str, list[int]] = {}
         self._next_key = 0
         self._queued_bytes = 0
         self._delivered = _Memory(memory)
         self._resolving: set[str] = set()
+        # Participants that serve only the runtime's own: joynr's internal providers.
+        self.local_only: set[str] = set()
 
     # -- events ----------------------------------------------------------------------
     def decode_frame(self, data: Any, via: str, gbid: str | None = None) -> JoynrMessage | Drop:
@@ -196,18 +210,24 @@ class MessageRouter:
             actions.append(Drop(msg, "hop-limit"))
             return actions
         actions.extend(self._learn(msg, via, gbid, source))
-        actions.extend(self.route(msg))
+        actions.extend(self.route(msg, via=via))
         return actions
 
-    def route(self, msg: JoynrMessage, gbid: str | None = None) -> list[Action]:
-        """Route a message of a local participant, or one that arrived: ``gbid`` picks the
-        backend for a participant reachable in every backend (the GCD)."""
+    def route(self, msg: JoynrMessage, gbid: str | None = None, via: str = "inprocess") -> list[Action]:
+        """Route a message of a local participant, or one that arrived over ``via``:
+        ``gbid`` picks the backend for a participant reachable in every backend (the GCD)."""
         if msg.expiry_date_ms < self.clock():
             return [Drop(msg, "expired")]
         entry = self.table.lookup(msg.recipient, gbid)
         if entry is None:
-            return self._enqueue(msg)
+            return self._enqueue(msg, via)
         address = entry.address
+        if msg.recipient in self.local_only and via not in LOCAL_VIAS:
+            detail = f"{msg.recipient} serves only its own runtime's participants, not {via}"
+            refused: list[Action] = [Drop(msg, "not-permitted", via=via, detail=detail)]
+            if msg.type in REQUEST_TYPES:
+                refused.append(Reject(msg, detail))
+            return refused
         if isinstance(address, InProcessAddress):
             send = Send(msg, address)
             if not self._delivered.add(msg.id):
@@ -217,10 +237,11 @@ class MessageRouter:
 
     def route_appeared(self, participant_id: str) -> list[Action]:
         """The table accepted an entry for a participant: what waited for it goes now."""
-        waiting = [self._unqueue(key) for key in self._by_participant.pop(participant_id, [])]
+        keys = self._by_participant.pop(participant_id, [])
+        waiting = [(self._unqueue(key), self._waiting_via.pop(key)) for key in keys]
         actions: list[Action] = []
-        for msg in waiting:
-            actions.extend(self.route(msg))
+        for msg, via in waiting:
+            actions.extend(self.route(msg, via=via))
         return actions
 
     def resolved(self, participant_id: str) -> None:
@@ -269,7 +290,7 @@ class MessageRouter:
         return True
 
     # -- helpers ---------------------------------------------------------------------
-    def _enqueue(self, msg: JoynrMessage) -> list[Action]:
+    def _enqueue(self, msg: JoynrMessage, via: str) -> list[Action]:
         size = len(msg.payload)
         if size > self.max_queued_bytes or self.max_queued <= 0:
             return [Drop(msg, "queue-full", detail=f"{size} bytes do not fit the queue")]
@@ -285,6 +306,7 @@ class MessageRouter:
         key = self._next_key
         self._next_key += 1
         self._waiting[key] = msg
+        self._waiting_via[key] = via
         self._by_participant.setdefault(msg.recipient, []).append(key)
         self._queued_bytes += size
         actions.append(Queue(msg))
@@ -299,8 +321,9 @@ class MessageRouter:
         return msg
 
     def _forget(self, key: int, participant_id: str) -> None:
-        """Take one waiting message out of both indexes."""
+        """Take one waiting message out of every index."""
         self._unqueue(key)
+        self._waiting_via.pop(key, None)
         keys = self._by_participant[participant_id]
         keys.remove(key)
         if not keys:

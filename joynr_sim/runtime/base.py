@@ -23,7 +23,7 @@ from typing import Any, Iterable, Sequence
 
 from ..clock import SimClock
 from ..core.address import Address, InProcessAddress, describe, type_name
-from ..core.limits import preview
+from ..core.limits import DEFAULT_MAX_FRAME_BYTES, WireLimits, preview
 from ..core.discovery import (
     DiscoveryEntry,
     DiscoveryEntryWithMetaInfo,
@@ -34,6 +34,8 @@ from ..core.discovery import (
 from ..core.message import ONE_WAY, REPLY, REQUEST, JoynrMessage
 from ..core.router import (
     DEFAULT_MAX_HOPS,
+    DEFAULT_MAX_QUEUED,
+    DEFAULT_MAX_QUEUED_BYTES,
     Action,
     Deliver,
     Drop,
@@ -41,6 +43,7 @@ from ..core.router import (
     MessageRouter,
     Queue,
     Received,
+    Reject,
     Resolve,
     Send,
 )
@@ -82,10 +85,18 @@ class Runtime:
         clock: SimClock,
         policy: str = "precedence",
         max_hops: int = DEFAULT_MAX_HOPS,
+        max_queued: int = DEFAULT_MAX_QUEUED,
+        max_queued_bytes: int = DEFAULT_MAX_QUEUED_BYTES,
+        max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
         purge_interval_ms: int = 1000,
         seed: int | None = None,
     ) -> None:
         self.runtime_id = runtime_id
+        # The bounds of the router: hops, what may wait for a route, the largest frame.
+        self.router_options: dict[str, Any] = dict(
+            max_hops=max_hops, max_queued=max_queued, max_queued_bytes=max_queued_bytes,
+            limits=WireLimits(max_frame_bytes=max_frame_bytes),
+        )
         # Generated participant ids: reproducible when the run has a seed.
         self.ids = random.Random(None if seed is None else f"{seed}:{runtime_id}")
         self.run_dir = Path(run_dir)
@@ -257,6 +268,8 @@ class Runtime:
                 self.trace_msg("msg.queue", action.msg, reason=action.reason)
             elif isinstance(action, Resolve):
                 self._spawn(self._resolving(action.participant_id))
+            elif isinstance(action, Reject):
+                self._reply(action.msg, None, ProviderRuntimeException(f"not permitted: {action.detail}"))
             elif not isinstance(action, LearnRoute):  # the table's listener traced the put
                 raise TypeError(f"unknown router action {action!r}")
 
@@ -377,14 +390,18 @@ class Runtime:
             error = ProviderRuntimeException(f"{type(exc).__name__}: {exc}")
         if msg.type == ONE_WAY:
             return
+        self._reply(msg, result, error, sender=skeleton.participant_id)
+
+    def _reply(self, request: JoynrMessage, result: Any, error: BaseException | None,
+               sender: str | None = None) -> None:
         self.route(
             JoynrMessage(
                 type=REPLY,
-                sender=skeleton.participant_id,
-                recipient=msg.sender,
-                expiry_date_ms=msg.expiry_date_ms,
+                sender=sender or request.recipient,
+                recipient=request.sender,
+                expiry_date_ms=request.expiry_date_ms,
                 payload=encode_reply(result, error),
-                custom_headers=((REQUEST_REPLY_ID, msg.header(REQUEST_REPLY_ID) or ""),),
+                custom_headers=((REQUEST_REPLY_ID, request.header(REQUEST_REPLY_ID) or ""),),
             )
         )
 

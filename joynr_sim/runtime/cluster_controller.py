@@ -5,6 +5,8 @@ the local capabilities directory."""
 
 from __future__ import annotations
 
+import hmac
+import secrets
 from typing import Any, Iterable, Protocol, Sequence
 
 from ..core.address import (
@@ -103,6 +105,9 @@ class ClusterController(Runtime):
         self.old_joynr = old_joynr
         self.ws_server: WebSocketServer | None = None
         self.ws_port = 0
+        # The token each libjoynr runtime proves its id with; provisioned, so a restart
+        # of either side keeps them.
+        self._ws_tokens: dict[str, str] = {}
         self.discovery: LocalDiscovery | None = None
         if discovery:
             self.discovery = LocalDiscovery(
@@ -150,6 +155,14 @@ class ClusterController(Runtime):
     def ws_address(self) -> WebSocketAddress:
         return WebSocketAddress("WS", "127.0.0.1", self.ws_port, "/")
 
+    def admit(self, runtime_id: str) -> str:
+        """Provision a libjoynr runtime: the token its WebSocket handshake must carry."""
+        return self._ws_tokens.setdefault(runtime_id, secrets.token_hex(16))
+
+    def _authentic(self, client_id: str, token: object) -> bool:
+        expected = self._ws_tokens.get(client_id)
+        return expected is not None and isinstance(token, str) and hmac.compare_digest(expected, token)
+
     def clock_ms(self) -> int:
         return self.clock.now_ms()
 
@@ -164,7 +177,7 @@ class ClusterController(Runtime):
         )
         return CcMessageRouter(
             table, self.clock.now_ms, own_topic=self.topic, gbids=self.gbids,
-            resolves=self.discovery is not None, max_hops=self.max_hops,
+            resolves=self.discovery is not None, **self.router_options,
         )
 
     def _life_fields(self) -> dict[str, Any]:
@@ -191,9 +204,10 @@ class ClusterController(Runtime):
                 on_frame=lambda client, frame: self.receive_frame(frame, "ws", source=client),
                 on_client=lambda client: None,
                 on_client_gone=lambda client: self.carry_out(self.router.client_gone(client)),
-                on_bad_handshake=lambda detail: self.trace_msg(
-                    "msg.drop", None, reason="decode-error", via="ws", gbid=None, detail=detail
+                on_bad_handshake=lambda reason, detail: self.trace_msg(
+                    "msg.drop", None, reason=reason, via="ws", gbid=None, detail=detail
                 ),
+                authenticate=self._authentic,
             )
             # A restarted cluster controller listens where its libjoynr runtimes expect it.
             await self.ws_server.start(port=self.ws_port)
@@ -235,6 +249,9 @@ class ClusterController(Runtime):
             self.routing_provider_id, RoutingEntry(InProcessAddress(routing), False, FOREVER_MS, True),
             "provisioned",
         )
+        # joynr's routing provider is internal: only this CC's own libjoynr runtimes may
+        # add or remove next hops (from the backend, removeNextHop would cut a provider off).
+        self.router.local_only.add(self.routing_provider_id)
         if self.discovery is not None:
             # Every backend has a GCD; lookup(GCD, gbid) gives this topic on that broker.
             self.table.put(

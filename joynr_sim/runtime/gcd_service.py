@@ -184,7 +184,7 @@ class GcdService(Runtime):
         )
         return CcMessageRouter(
             table, self.clock.now_ms, own_topic=GCD_TOPIC, gbids=[self.gbid], resolves=False,
-            max_hops=self.max_hops,
+            **self.router_options,
         )
 
     def _life_fields(self) -> dict[str, Any]:

@@ -34,8 +34,12 @@ RECONNECT_INTERVAL_S = 0.1
 class LibjoynrRuntime(Runtime):
     kind = "libjoynr"
 
-    def __init__(self, runtime_id: str, cc_id: str, cc_address: WebSocketAddress, **kwargs: Any) -> None:
+    def __init__(
+        self, runtime_id: str, cc_id: str, cc_address: WebSocketAddress, *, token: str | None = None,
+        **kwargs: Any,
+    ) -> None:
         self.cc_id = cc_id
+        self.token = token  # proves this runtime's id to its cluster controller
         self.cc_address = cc_address
         self.routing_provider_id = routing_provider_participant_id(cc_id)
         self.discovery_provider_id = discovery_provider_participant_id(cc_id)
@@ -48,7 +52,7 @@ class LibjoynrRuntime(Runtime):
 
     def _make_router(self) -> LibJoynrMessageRouter:
         table = RoutingTable("libjoynr", policy=self.policy, clock=self.clock.now_ms)
-        return LibJoynrMessageRouter(table, self.clock.now_ms, parent=self.cc_address, max_hops=self.max_hops)
+        return LibJoynrMessageRouter(table, self.clock.now_ms, parent=self.cc_address, **self.router_options)
 
     def _life_fields(self) -> dict[str, Any]:
         return {"cc_id": self.cc_id}
@@ -70,6 +74,7 @@ class LibjoynrRuntime(Runtime):
             self.runtime_id,
             on_frame=lambda frame: self.receive_frame(frame, "ws"),
             on_closed=self._on_cc_gone,
+            token=self.token,
         )
         await self.ws.start()
 

@@ -1,35 +1,59 @@
 """WebSocket transport between libjoynr runtimes and their cluster controller (websockets).
 
 The cluster controller is the server. The first frame a client sends is its
-``WebSocketClientAddress`` in joynr's JSON form; every later frame is a binary msgpack
-message. Text frames after the handshake and undecodable frames are the receiver's
-business (it traces them as ``decode-error``); the transport only moves bytes.
+``WebSocketClientAddress`` in joynr's JSON form, with one field joynr does not have: the
+``token`` the simulation handed that runtime, so no other local client can take its id and
+its replies. Every later frame is a binary msgpack message. Text frames after the
+handshake and undecodable frames are the receiver's business (it traces them as
+``decode-error``); the transport only moves bytes, and a receiver that raises never ends
+the reading loop.
+
+Frames are bounded: a frame over ``MAX_WEBSOCKET_FRAME_BYTES`` closes the connection
+(websockets' own limit, code 1009); the receiver drops frames over its configured maximum
+frame size below that.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
+import logging
 from typing import Awaitable, Callable
 
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 
-from ..core.address import AddressError, WebSocketClientAddress, from_json, to_json
+from ..core.address import AddressError, WebSocketClientAddress, from_json, to_dict
+from ..core.limits import InvalidField, check_id, preview
 
 HANDSHAKE_TIMEOUT_S = 5
+MAX_WEBSOCKET_FRAME_BYTES = 16 * 1024 * 1024
+MAX_HANDSHAKE_BYTES = 4096
+_log = logging.getLogger(__name__)
+
+
+def _guarded(callback: Callable[..., object], *args: object) -> None:
+    """Run a receiver's callback; its failure is logged, never the end of the connection."""
+    try:
+        callback(*args)
+    except Exception:
+        _log.exception("receiver of a WebSocket frame failed")
 
 
 class WebSocketServer:
-    """Accepts libjoynr runtimes; calls back with (client id, frame) and on disconnect."""
+    """Accepts libjoynr runtimes; calls back with (client id, frame), on disconnect, and
+    with (drop reason, detail) for a refused handshake."""
 
     def __init__(
         self,
         on_frame: Callable[[str, bytes | str], None],
         on_client: Callable[[str], None],
         on_client_gone: Callable[[str], None],
-        on_bad_handshake: Callable[[str], None],
+        on_bad_handshake: Callable[[str, str], None],
+        authenticate: Callable[[str, object], bool] = lambda client_id, token: True,
     ) -> None:
+        self._authenticate = authenticate
         self._on_frame = on_frame
         self._on_client = on_client
         self._on_client_gone = on_client_gone
@@ -39,34 +63,42 @@ class WebSocketServer:
         self.port = 0
 
     async def start(self, host: str = "127.0.0.1", port: int = 0) -> None:
-        self._server = await serve(self._handle, host, port, max_size=None)
+        self._server = await serve(self._handle, host, port, max_size=MAX_WEBSOCKET_FRAME_BYTES)
         self.port = self._server.sockets[0].getsockname()[1] if port == 0 else port
 
     async def _handle(self, ws: ServerConnection) -> None:
         try:
             first = await asyncio.wait_for(ws.recv(), HANDSHAKE_TIMEOUT_S)
+            if len(first) > MAX_HANDSHAKE_BYTES:
+                raise AddressError("frame", f"handshake of {len(first)} bytes, at most {MAX_HANDSHAKE_BYTES}")
             address = from_json(first)
             if not isinstance(address, WebSocketClientAddress):
                 raise AddressError("_typeName", "the first frame must be a WebSocketClientAddress")
-        except (AddressError, TimeoutError, ConnectionClosed) as exc:
-            self._on_bad_handshake(str(exc))
+            client_id = check_id(address.id, "id")
+            token = json.loads(first).get("token")
+        except (AddressError, InvalidField, TimeoutError, ConnectionClosed) as exc:
+            _guarded(self._on_bad_handshake, "decode-error", preview(str(exc), 200))
             await ws.close(code=1008, reason="expected a WebSocketClientAddress")
             return
-        client_id = address.id
+        if not self._authenticate(client_id, token):
+            # Another local client claiming a runtime's id gets neither the id nor its replies.
+            _guarded(self._on_bad_handshake, "not-permitted", f"client {preview(client_id)} refused: not its token")
+            await ws.close(code=1008, reason="not permitted")
+            return
         previous = self.clients.get(client_id)
         self.clients[client_id] = ws
         if previous is not None:
             await previous.close(code=1000, reason="replaced by a new connection")
-        self._on_client(client_id)
+        _guarded(self._on_client, client_id)
         try:
             async for frame in ws:
-                self._on_frame(client_id, frame)
+                _guarded(self._on_frame, client_id, frame)
         except ConnectionClosed:
             pass
         finally:
             if self.clients.get(client_id) is ws:
                 del self.clients[client_id]
-                self._on_client_gone(client_id)
+                _guarded(self._on_client_gone, client_id)
 
     async def send(self, client_id: str, data: bytes) -> bool:
         ws = self.clients.get(client_id)
@@ -102,23 +134,28 @@ class WebSocketClient:
         client_id: str,
         on_frame: Callable[[bytes | str], None],
         on_closed: Callable[[], Awaitable[None] | None],
+        token: str | None = None,
     ) -> None:
         self.url = url
         self.client_id = client_id
+        self.token = token
         self._on_frame = on_frame
         self._on_closed = on_closed
         self._ws: ClientConnection | None = None
         self._reader: asyncio.Task | None = None
 
     async def start(self) -> None:
-        self._ws = await connect(self.url, max_size=None)
-        await self._ws.send(to_json(WebSocketClientAddress(self.client_id)))
+        self._ws = await connect(self.url, max_size=MAX_WEBSOCKET_FRAME_BYTES)
+        hello = to_dict(WebSocketClientAddress(self.client_id))
+        if self.token is not None:
+            hello["token"] = self.token
+        await self._ws.send(json.dumps(hello, separators=(",", ":")))
         self._reader = asyncio.create_task(self._read(self._ws))
 
     async def _read(self, ws: ClientConnection) -> None:
         try:
             async for frame in ws:
-                self._on_frame(frame)
+                _guarded(self._on_frame, frame)
         except ConnectionClosed:
             pass
         if self._ws is ws:
