@@ -1,0 +1,60 @@
+"""``make fuzz``: the long fuzz run. Prints frames sent, drops by reason and crashes, and
+writes the same as JSON; exits 1 when a runtime crashed or a frame has no fate."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from .harness import FuzzReport, fuzz
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m joynr_sim.fuzz", description=__doc__)
+    parser.add_argument("--frames", type=int, default=100_000, help="hostile frames to send (default 100000)")
+    parser.add_argument("--batch", type=int, default=1_000, help="frames between two health calls")
+    parser.add_argument("--broker", default="mosquitto", choices=["amqtt", "mosquitto"])
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--json", type=Path, default=Path("fuzz-report.json"), help="where the report goes")
+    args = parser.parse_args(argv)
+    if args.frames < 1 or args.batch < 1:
+        parser.error("--frames and --batch must be at least 1")
+    console = Console()
+    started = time.perf_counter()
+
+    def progress(report: FuzzReport) -> None:
+        sent = sum(report.sent.values())
+        console.print(f"  {sent:>7} frames  {sent / (time.perf_counter() - started):>6.0f}/s  "
+                      f"crashes {report.crashes}", highlight=False)
+
+    with tempfile.TemporaryDirectory(prefix="joynr-sim-fuzz-") as run_dir:
+        try:
+            report = asyncio.run(fuzz(Path(run_dir), frames=args.frames, batch=args.batch, broker=args.broker,
+                                      seed_value=args.seed, progress=progress))
+            failure = None
+        except AssertionError as exc:
+            report, failure = None, str(exc)
+    if report is None:
+        console.print(f"[red]fuzz failed: {failure}[/]")
+        return 1
+    table = Table(title=f"fuzz: {args.broker}, seed {args.seed}, {time.perf_counter() - started:.0f} s")
+    table.add_column("what")
+    table.add_column("count", justify="right")
+    for name, count in report.rows():
+        table.add_row(name, str(count))
+    console.print(table)
+    args.json.write_text(json.dumps(report.as_dict(), indent=2) + "\n")
+    console.print(f"report: {args.json}")
+    return 1 if report.crashes or report.fates != report.sent else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

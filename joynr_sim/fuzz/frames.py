@@ -1,0 +1,113 @@
+"""Hypothesis strategies for joynr frames: the wire layout of ``joynr_sim.core.message``
+with one to three slots replaced by a hostile value — empty, huge, control characters, MQTT
+wildcards, a value of the wrong type inside valid msgpack, integers at and past every
+bound — and replyTo addresses whose fields are hostile in the same ways.
+
+Every frame carries a fresh message id (``fz-<n>``) unless the id slot itself is the hostile
+one, so a harness can tell a frame that was handled (its id appears in a ``msg.in``) from
+one that was dropped before it was a message (a ``msg.drop`` without an id).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from typing import Any
+
+import msgpack
+from hypothesis import strategies as st
+
+from ..core.message import EFFORTS, MESSAGE_TYPES, WIRE_VERSION
+
+SLOTS = ("v", "t", "id", "f", "to", "rt", "ex", "ef", "ch", "h", "pl")
+ID_PREFIX = "fz-"
+_ids = itertools.count()
+
+# Texts an attacker would try in any string field.
+hostile_texts = st.one_of(
+    st.just(""),
+    st.sampled_from(["#", "+", "a/#", "a/+/b", "/", "//", "$SYS/x", " ", "\n", "id\n", "\x00", "a\x00b",
+                     "\x7f", "\u202e", "\ud800".encode("utf-8", "surrogatepass").decode("utf-8", "replace")]),
+    st.text(min_size=1, max_size=8),
+    st.integers(min_value=250, max_value=70_000).map(lambda n: "x" * n),
+    st.text(alphabet=st.characters(min_codepoint=0, max_codepoint=31), min_size=1, max_size=5),
+)
+# Values of the wrong type, inside valid msgpack.
+wrong_types = st.one_of(
+    st.none(), st.booleans(), st.floats(allow_nan=True),
+    st.sampled_from([0, -1, 1, 2**31, 2**62 + 1, 2**63 - 1, -(2**63), 2**64 - 1]),
+    st.binary(max_size=16), st.lists(st.integers(-(2**63), 2**64 - 1), max_size=3),
+    st.dictionaries(st.text(max_size=3), st.integers(-(2**63), 2**64 - 1), max_size=2),
+)
+hostile_values = st.one_of(hostile_texts, wrong_types)
+
+ADDRESS_TYPES = ["MqttAddress", "WebSocketClientAddress", "WebSocketAddress", "ChannelAddress",
+                 "InProcessAddress", "BrowserAddress", "Nope"]
+# Strategies are built once: building them inside a draw costs Hypothesis more than the draw.
+_address_types = st.sampled_from(ADDRESS_TYPES)
+_address_fields = st.sets(st.sampled_from(["brokerUri", "topic", "id", "host", "port", "path", "protocol"]),
+                          max_size=4)
+_field_values = hostile_values | st.just("gbid1")
+_json_variants = st.integers(0, 3)
+
+
+@st.composite
+def reply_tos(draw: st.DrawFn) -> Any:
+    """A replyTo slot: joynr JSON with hostile fields, or not JSON at all."""
+    fields: dict[str, Any] = {"_typeName": f"joynr.system.RoutingTypes.{draw(_address_types)}"}
+    for name in sorted(draw(_address_fields)):
+        fields[name] = draw(_field_values)
+    text = json.dumps(fields, default=repr)
+    return (text, text[:-1], "[" * 50, text * 2)[draw(_json_variants)]
+
+
+def restart_ids(first: int) -> None:
+    """Number the next frames from ``first`` (each batch its own range, in any process)."""
+    global _ids
+    _ids = itertools.count(first)
+
+
+def valid_slots(to: str, sender: str = "fuzzer", reply_topic: str = "fuzzer") -> dict[str, Any]:
+    return {
+        "v": WIRE_VERSION, "t": "rq", "id": f"{ID_PREFIX}{next(_ids)}", "f": sender, "to": to,
+        "rt": json.dumps({"_typeName": "joynr.system.RoutingTypes.MqttAddress", "brokerUri": "gbid1",
+                          "topic": reply_topic}),
+        "ex": 2**41, "ef": "NORMAL", "ch": [["requestReplyId", "fz"]], "h": 0,
+        "pl": msgpack.packb({"m": "echo", "p": ["fz"]}),
+    }
+
+
+_types = st.sampled_from(sorted(MESSAGE_TYPES))
+_efforts = st.sampled_from(sorted(EFFORTS))
+# The slots whose values a decoder must judge come up twice as often as the others.
+_hostile_slots = st.sets(st.sampled_from(SLOTS + ("id", "f", "to", "rt", "ex", "ch", "h")), min_size=1, max_size=3)
+# Text slots mostly get hostile text, so most frames decode and their values are judged.
+_mostly_text = st.one_of(hostile_texts, hostile_texts, hostile_texts, wrong_types)
+_slot_values = {
+    "id": _mostly_text, "f": _mostly_text, "to": _mostly_text,
+    "rt": reply_tos() | hostile_values,
+    "ch": st.lists(st.lists(hostile_values, max_size=3), max_size=3) | st.just([["k", "v"]] * 33) | hostile_values,
+    "pl": st.binary(max_size=64) | hostile_values,
+}
+
+
+@st.composite
+def hostile_frames(draw: st.DrawFn, recipients: list[str]) -> bytes:
+    """A frame addressed to one of ``recipients`` (or a hostile recipient), with one to three
+    slots hostile."""
+    slots = valid_slots(recipients[draw(st.integers(0, len(recipients) - 1))])
+    slots["t"] = draw(_types)
+    slots["ef"] = draw(_efforts)
+    for name in sorted(draw(_hostile_slots)):
+        slots[name] = draw(_slot_values.get(name, hostile_values))
+    return msgpack.packb([slots[s] for s in SLOTS], use_bin_type=True)
+
+
+def frame_id(frame: bytes) -> str | None:
+    """The id a frame carries if it is one of the harness's own, else None."""
+    try:
+        fields = msgpack.unpackb(frame, raw=False)
+        mid = fields[2]
+    except Exception:
+        return None
+    return mid if isinstance(mid, str) and mid.startswith(ID_PREFIX) else None
