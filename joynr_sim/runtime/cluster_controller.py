@@ -267,6 +267,7 @@ class ClusterController(Runtime):
                 self.discovery.participant_id,
                 RoutingEntry(InProcessAddress(provider), False, FOREVER_MS, True), "provisioned",
             )
+            self.router.local_only.add(self.discovery.participant_id)  # internal as well
         for participant_id, address, visible in self.provisioned:
             self.table.put(participant_id, RoutingEntry(address, visible, FOREVER_MS, True), "provisioned")
 
