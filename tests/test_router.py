@@ -304,3 +304,15 @@ def test_every_unanswered_participant_is_asked_for_once_per_wait() -> None:
     router = lib_router()
     asks = [a for n in range(5) for a in router.route(message(to=f"p{n % 2}")) if isinstance(a, Resolve)]
     assert sorted(a.participant_id for a in asks) == ["p0", "p1"]
+
+
+def test_an_internal_provider_takes_calls_only_from_its_own_runtime() -> None:
+    router = cc_router()
+    in_process(router, "routing")
+    router.local_only.add("routing")
+    refused = router.receive(message(to="routing", reply_to=MqttAddress("gbid1", "x")), "mqtt", "gbid1")
+    assert kinds(refused)[-2:] == ["Drop:not-permitted", "Reject"]
+    assert kinds(router.receive(message(ONE_WAY, to="routing"), "mqtt", "gbid1"))[-1] == "Drop:not-permitted"
+    # Its own runtimes call it over WebSocket; the replies to its own calls come from anywhere.
+    assert kinds(router.receive(message(to="routing"), "ws", source="app1"))[-1] == "Deliver"
+    assert kinds(router.receive(message(REPLY, to="routing"), "mqtt", "gbid1"))[-1] == "Deliver"

@@ -40,6 +40,7 @@ from .limits import DEFAULT_LIMITS, WireLimits
 from .message import (
     BROADCAST_SUBSCRIPTION_REQUEST,
     MULTICAST_SUBSCRIPTION_REQUEST,
+    ONE_WAY,
     REQUEST,
     SUBSCRIPTION_REQUEST,
     JoynrMessage,
@@ -124,6 +125,8 @@ class LearnRoute:
 
 
 Action = Union[Received, Send, Deliver, Queue, Resolve, Drop, Reject, LearnRoute]
+
+CALL_TYPES = REQUEST_TYPES | {ONE_WAY}
 
 # Transports a runtime's own participants speak over: in process, and the WebSocket of its
 # libjoynr runtimes (each proved its identity with its token).
@@ -222,7 +225,9 @@ class MessageRouter:
         if entry is None:
             return self._enqueue(msg, via)
         address = entry.address
-        if msg.recipient in self.local_only and via not in LOCAL_VIAS:
+        if msg.recipient in self.local_only and via not in LOCAL_VIAS and msg.type in CALL_TYPES:
+            # Calls only: the replies to the internal providers' own calls (the GCD answering
+            # the discovery provider) come over the backend and must reach them.
             detail = f"{msg.recipient} serves only its own runtime's participants, not {via}"
             refused: list[Action] = [Drop(msg, "not-permitted", via=via, detail=detail)]
             if msg.type in REQUEST_TYPES:
