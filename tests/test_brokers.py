@@ -21,6 +21,7 @@ from broker_fixtures import BrokerFactory, amqtt_brokers, mosquitto_brokers  # n
 from brokers import BrokerError, BrokerSet, BrokerSpecError, ExternalBroker, MosquittoNotFound, mosquitto, parse_broker
 from brokers.broker_set import PASSWORD_ENV
 from joynr_sim.trace import TraceWriter, read_events
+from joynr_sim.transport.mqtt import MqttConnectError, MqttConnection
 
 WAIT_S = 15.0  # upper bound for any single broker round trip on a loaded machine
 KINDS = ["amqtt", "mosquitto"]
@@ -497,3 +498,40 @@ async def test_mosquitto_keeps_autosaved_session_across_crash(mosquitto_brokers:
         sub.disconnect()
 
     await in_thread(resume)
+
+
+# -- a runtime's connection: a failed connect is reported at once ----------------------
+
+
+def connection(host: str, port: int, credentials: tuple[str, str] | None) -> MqttConnection:
+    return MqttConnection(
+        gbid="gbid1", host=host, port=port, client_id=unique("cc"), topic=unique("t"),
+        credentials=credentials, loop=asyncio.get_running_loop(), on_message=lambda *_: None,
+    )
+
+
+async def test_runtime_connection_refused_fails_without_waiting_for_the_timeout() -> None:
+    with socket.socket() as closed:  # bound, not listening: connecting is refused
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+        conn = connection("127.0.0.1", port, None)
+        conn.start()
+        try:
+            # The timeout is far beyond the test's patience; a refusal must end it first.
+            with pytest.raises(MqttConnectError) as err:
+                await conn.wait_connected(60)
+        finally:
+            await conn.crash()
+    assert str(err.value) == f"gbid 'gbid1': cannot connect to MQTT broker 127.0.0.1:{port}: Connection refused"
+
+
+async def test_runtime_connection_with_refused_credentials_fails_at_once(amqtt_brokers: BrokerFactory) -> None:  # noqa: F811
+    brokers = await amqtt_brokers(["gbid1"])
+    host, port = brokers.endpoint("gbid1")
+    conn = connection(host, port, ("cc", "not-the-password"))
+    conn.start()
+    try:
+        with pytest.raises(MqttConnectError, match=f"{host}:{port}: the broker refused the CONNECT"):
+            await conn.wait_connected(60)
+    finally:
+        await conn.crash()
