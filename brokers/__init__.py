@@ -2,9 +2,9 @@
 
 from .broker_set import BrokerError, BrokerSet
 from .mosquitto import MosquittoNotFound
-from .spec import BrokerSpec, BrokerSpecError, ExternalBroker, parse_broker
+from .spec import BrokerSpec, BrokerSpecError, ExternalBroker, parse_broker, redact
 
 __all__ = [
     "BrokerError", "BrokerSet", "BrokerSpec", "BrokerSpecError", "ExternalBroker", "MosquittoNotFound",
-    "parse_broker",
+    "parse_broker", "redact",
 ]

@@ -257,7 +257,7 @@ class BrokerSet:
         except asyncio.TimeoutError:
             raise BrokerError(f"{where}: no CONNACK within {PROBE_TIMEOUT_S:g} s") from None
         except (OSError, asyncio.IncompleteReadError) as exc:
-            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc) or type(exc).__name__
+            reason = _reason(exc)
             raise BrokerError(f"{where} cannot be reached: {reason}") from None
         if code != 0:
             raise BrokerError(f"{where} refused the connection (CONNACK return code {code}: "
@@ -481,6 +481,16 @@ class BrokerSet:
     def _emit(self, ev: str, b: _Broker) -> None:
         if self.trace is not None:
             self.trace.emit(ev, target=b.target, target_kind="broker", gbid=b.gbid, port=b.port)
+
+
+def _reason(exc: BaseException) -> str:
+    """Why a connection failed, in the system's words ("Connection refused")."""
+    if isinstance(exc, OSError):
+        if exc.errno is not None and exc.errno > 0:  # asyncio rewords refusals as "Connect call failed"
+            return os.strerror(exc.errno)
+        if exc.strerror:
+            return exc.strerror
+    return str(exc) or type(exc).__name__
 
 
 _CONNACK_CODES = {
