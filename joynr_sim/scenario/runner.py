@@ -175,7 +175,7 @@ async def run_scenario(
         result.outcome, result.error = "error", redact(f"{type(exc).__name__}: {exc}")
         result.traceback = _format(exc)
     except BaseException:  # interrupted (Ctrl-C cancels the run): the manifest says so
-        result.outcome, result.error = "error", "interrupted"
+        result.outcome, result.error, result.complete = "error", "interrupted", False
         raise
     finally:
         try:
@@ -212,11 +212,15 @@ async def _run_steps(scenario: Scenario, runner: ScenarioRunner, trace: TraceWri
 
 async def _teardown(sim: Simulation, result: RunResult) -> None:
     try:
-        await sim.close()
+        await sim.close()  # stops everything even when interrupted, then raises
     except Exception as exc:
         if not result.error:
             result.outcome, result.error = "error", redact(f"teardown: {type(exc).__name__}: {exc}")
             result.traceback = _format(exc)
+    except BaseException:
+        if not result.error:
+            result.outcome, result.error, result.complete = "error", "interrupted", False
+        raise
 
 
 def write_manifest(result: RunResult) -> Path:
