@@ -16,6 +16,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from brokers import redact
+
 from .core.address import ADDRESS_TYPES
 from .core.policies import POLICIES, RUNTIME_KINDS
 from .core.routing import policy_matrix
@@ -69,7 +71,7 @@ def cmd_list(args: argparse.Namespace, console: Console) -> int:
             s = load_scenario(path)
         except ScenarioError as exc:
             broken += 1
-            table.add_row(f"[red]{path.name}[/]", f"[red]{escape(str(exc))}[/]", "", "")
+            table.add_row(f"[red]{path.name}[/]", f"[red]{escape(redact(str(exc)))}[/]", "", "")
             continue
         table.add_row(s.name, escape(f"{s.reproduces.seed}: {s.reproduces.scenario}"), s.policy,
                       str(len(s.steps)))

@@ -114,13 +114,20 @@ def test_run_bad_scenario_file_names_file_and_line(tmp_path: Path) -> None:
     assert not (tmp_path / "runs").exists()
 
 
-def test_run_refuses_a_scenario_whose_own_broker_choice_is_unusable(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("broker", "shown"),
+    [(f"gbid1=mqtt://u:{SECRET}@h:port", "mqtt://u:***@h:port"),  # the broker parser refuses it
+     (f"gbid1=http://u:{SECRET}@h:1", "http://u:***@h:1")],  # the scenario loader refuses it
+)
+def test_run_refuses_a_scenario_whose_own_broker_choice_is_unusable(tmp_path: Path, broker: str, shown: str) -> None:
     path = scenario(tmp_path)
-    path.write_text(path.read_text().replace("backends:", f"broker: 'gbid1=mqtt://u:{SECRET}@h:port'\nbackends:"))
+    path.write_text(path.read_text().replace("backends:", f"broker: '{broker}'\nbackends:"))
     result = cli("run", path, cwd=tmp_path)
     assert result.code == 2
     line = one_line(result.err)
-    assert str(path) in line and "mqtt://u:***@h:port" in line and SECRET not in line
+    assert str(path) in line and shown in line and SECRET not in line
+    listed = cli("list", path, cwd=tmp_path)
+    assert SECRET not in listed.out + listed.err
 
 
 # -- run: --out never deletes what joynr-sim did not write ----------------------------

@@ -44,7 +44,8 @@ def run_scenarios(
     err = Console(stderr=True)
 
     def refuse(message: str) -> int:
-        err.print(f"[red]joynr-sim run: {escape(message)}[/]", soft_wrap=True, highlight=False)
+        # redact: a message may quote a scenario's broker URL, password and all
+        err.print(f"[red]joynr-sim run: {escape(redact(message))}[/]", soft_wrap=True, highlight=False)
         return EXIT_BAD_INPUT
 
     try:
