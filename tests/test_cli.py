@@ -189,7 +189,8 @@ def test_run_unreachable_external_broker_is_exit_3_and_replaces_its_own_run_dire
     tmp_path: Path, refused_port: int
 ) -> None:
     folder = tmp_path / "scenarios"
-    first, second = scenario(folder, "first"), scenario(folder, "second")
+    scenario(folder, "first")
+    scenario(folder, "second")
     out = tmp_path / "runs"
     own = out / "first"
     own.mkdir(parents=True)  # a previous run directory of joynr-sim: it may be replaced
@@ -209,7 +210,6 @@ def test_run_unreachable_external_broker_is_exit_3_and_replaces_its_own_run_dire
     assert not (own / "old-trace.ndjson").exists()
     assert own.stat().st_mode & 0o777 == 0o700
     assert not (out / "second").exists()  # a set-up error stops the run: the rest would fail alike
-    assert second.exists()
     assert SECRET not in result.out + result.err + everything_written(out)
 
 
