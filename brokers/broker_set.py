@@ -16,6 +16,10 @@ event when a TraceWriter is given. A broker's output is appended to
 Sessions: amqtt keeps them in memory, so a broker stop or crash loses every persistent
 session and queued message; Mosquitto persists them in the run directory (see
 ``brokers.mosquitto``). Either way a persistent session survives a *client's* crash.
+
+This module is longer than most: it is one class, the lifecycle of a set of broker
+processes (ports, locks, start, stop, crash, restart and their trace events), which reads
+best in one place. Parsing the choice (``spec``) and probing a broker (``probe``) live apart.
 """
 
 from __future__ import annotations
@@ -26,7 +30,6 @@ import os
 import secrets
 import signal
 import socket
-import struct
 import sys
 import time
 import weakref
@@ -36,6 +39,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING
 
 from . import mosquitto
+from .probe import CONNACK_CODES, connect_packet, probe, reason
 from .spec import EXTERNAL, GBID_RE, BrokerSpec, ExternalBroker, parse_broker
 
 if TYPE_CHECKING:
@@ -99,23 +103,6 @@ def _kill_leftovers(pids: dict[str, int]) -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, signal.SIGKILL)
     pids.clear()
-
-
-def _connect_packet(client_id: str, username: str, password: str) -> bytes:
-    def s(value: str) -> bytes:
-        raw = value.encode()
-        return struct.pack("!H", len(raw)) + raw
-
-    flags = 0x80 | 0x40 | 0x02  # username, password, clean session
-    body = s("MQTT") + bytes([4, flags]) + struct.pack("!H", 10) + s(client_id) + s(username) + s(password)
-    length = len(body)
-    encoded = bytearray()
-    while True:
-        byte, length = length % 128, length // 128
-        encoded.append(byte | (0x80 if length else 0))
-        if not length:
-            break
-    return bytes([0x10]) + bytes(encoded) + body
 
 
 class BrokerSet:
@@ -250,18 +237,17 @@ class BrokerSet:
     async def _probe_external(self, gbid: str) -> None:
         external = self._external[gbid]
         client_id = f"joynr-sim-probe-{gbid}-{secrets.token_hex(4)}"
-        packet = _connect_packet(client_id, *self.credentials(client_id, gbid))
+        packet = connect_packet(client_id, *self.credentials(client_id, gbid))
         where = f"gbid {gbid!r}: external broker {external.url()}"
         try:
-            code = await asyncio.wait_for(self._probe(external.host, external.port, packet), PROBE_TIMEOUT_S)
+            code = await asyncio.wait_for(probe(external.host, external.port, packet), PROBE_TIMEOUT_S)
         except asyncio.TimeoutError:
             raise BrokerError(f"{where}: no CONNACK within {PROBE_TIMEOUT_S:g} s") from None
         except (OSError, asyncio.IncompleteReadError) as exc:
-            reason = _reason(exc)
-            raise BrokerError(f"{where} cannot be reached: {reason}") from None
+            raise BrokerError(f"{where} cannot be reached: {reason(exc)}") from None
         if code != 0:
             raise BrokerError(f"{where} refused the connection (CONNACK return code {code}: "
-                              f"{_CONNACK_CODES.get(code, 'unknown')})")
+                              f"{CONNACK_CODES.get(code, 'unknown')})")
 
     async def stop(self) -> None:
         """Stop every running broker cleanly (SIGTERM, SIGKILL after a timeout)."""
@@ -406,7 +392,7 @@ class BrokerSet:
         """Until the broker answers a CONNECT with CONNACK 0, within START_TIMEOUT_S."""
         assert b.process is not None and b.port is not None
         username, password = self.credentials(f"joynr-sim-probe-{b.gbid}")
-        packet = _connect_packet(f"joynr-sim-probe-{b.gbid}", username, password)
+        packet = connect_packet(f"joynr-sim-probe-{b.gbid}", username, password)
         started = time.monotonic()
         deadline = started + START_TIMEOUT_S
         last_error = "no answer yet"
@@ -417,7 +403,7 @@ class BrokerSet:
                     f"before accepting connections on port {b.port}; {log_path}:\n{_tail(log_path)}"
                 )
             try:
-                code = await asyncio.wait_for(self._probe(b.host, b.port, packet), PROBE_TIMEOUT_S)
+                code = await asyncio.wait_for(probe(b.host, b.port, packet), PROBE_TIMEOUT_S)
             except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError) as exc:
                 last_error = f"{type(exc).__name__}: {exc}"
             else:
@@ -434,24 +420,6 @@ class BrokerSet:
                     f"{log_path}:\n{_tail(log_path)}"
                 )
             await asyncio.sleep(PROBE_INTERVAL_S)
-
-    @staticmethod
-    async def _probe(host: str, port: int, packet: bytes) -> int:
-        reader, writer = await asyncio.open_connection(host, port)
-        try:
-            writer.write(packet)
-            await writer.drain()
-            connack = await reader.readexactly(4)
-            if connack[0] != 0x20:
-                raise OSError(f"expected CONNACK, got packet type byte 0x{connack[0]:02x}")
-            if connack[3] == 0:
-                writer.write(b"\xe0\x00")  # DISCONNECT
-                await writer.drain()
-            return connack[3]
-        finally:
-            writer.close()
-            with contextlib.suppress(OSError):
-                await writer.wait_closed()
 
     async def _stop(self, b: _Broker) -> None:
         async with b.lock:
@@ -481,22 +449,6 @@ class BrokerSet:
     def _emit(self, ev: str, b: _Broker) -> None:
         if self.trace is not None:
             self.trace.emit(ev, target=b.target, target_kind="broker", gbid=b.gbid, port=b.port)
-
-
-def _reason(exc: BaseException) -> str:
-    """Why a connection failed, in the system's words ("Connection refused")."""
-    if isinstance(exc, OSError):
-        if exc.errno is not None and exc.errno > 0:  # asyncio rewords refusals as "Connect call failed"
-            return os.strerror(exc.errno)
-        if exc.strerror:
-            return exc.strerror
-    return str(exc) or type(exc).__name__
-
-
-_CONNACK_CODES = {
-    1: "unacceptable protocol version", 2: "identifier rejected", 3: "server unavailable",
-    4: "bad user name or password", 5: "not authorized",
-}
 
 
 class _ExitedEarly(BrokerError):
