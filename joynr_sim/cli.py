@@ -119,7 +119,8 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="joynr-sim", description=__doc__.split("\n\n")[0],
+    summary, exit_status = __doc__.split("\n\n", 1)
+    parser = _Parser(prog="joynr-sim", description=summary, epilog=exit_status.strip(),
                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("policies", help="print the replace matrix of each routing policy")
