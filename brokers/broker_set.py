@@ -7,14 +7,19 @@
         await brokers.restart_broker("gbid-a")    # same port
 
 ``broker`` is ``"amqtt"`` (embedded, the default), ``"mosquitto"``, or external brokers as
-``"gbid1=mqtt://host:port,gbid2=mqtt://user:password@host:port"`` (nothing is started and
-the lifecycle methods refuse). Every start, stop, crash and restart is a ``life.*`` trace
+``"gbid1=mqtt://host:port,gbid2=mqtt://user:password@host:port"`` (nothing is started:
+``start`` probes each once, the lifecycle methods refuse), parsed by
+``brokers.spec.parse_broker``. Every start, stop, crash and restart is a ``life.*`` trace
 event when a TraceWriter is given. A broker's output is appended to
 ``<run dir>/brokers/<gbid>.log``.
 
 Sessions: amqtt keeps them in memory, so a broker stop or crash loses every persistent
 session and queued message; Mosquitto persists them in the run directory (see
 ``brokers.mosquitto``). Either way a persistent session survives a *client's* crash.
+
+This module is longer than most: it is one class, the lifecycle of a set of broker
+processes (ports, locks, start, stop, crash, restart and their trace events), which reads
+best in one place. Parsing the choice (``spec``) and probing a broker (``probe``) live apart.
 """
 
 from __future__ import annotations
@@ -22,11 +27,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import re
 import secrets
 import signal
 import socket
-import struct
 import sys
 import time
 import weakref
@@ -34,9 +37,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING
-from urllib.parse import unquote, urlsplit
 
 from . import mosquitto
+from .probe import CONNACK_CODES, connect_packet, probe, reason
+from .spec import EXTERNAL, GBID_RE, BrokerSpec, ExternalBroker, parse_broker
 
 if TYPE_CHECKING:
     from joynr_sim.trace import TraceWriter
@@ -51,8 +55,6 @@ LOG_TAIL_LINES = 20
 PASSWORD_FILE = "password"
 PASSWORD_ENV = "JOYNR_SIM_BROKER_PASSWORD"  # how an amqtt broker process gets the password
 
-_GBID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*\Z")  # also names files in the run dir
-_KINDS = ("amqtt", "mosquitto")
 _PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -75,38 +77,6 @@ class _Broker:
     @property
     def running(self) -> bool:
         return self.process is not None and self.process.returncode is None
-
-
-def parse_external(spec: str) -> dict[str, tuple[str, int, str | None, str | None]]:
-    """``gbid=mqtt://[user[:password]@]host[:port],...`` -> {gbid: (host, port, user, password)}."""
-    result: dict[str, tuple[str, int, str | None, str | None]] = {}
-    for part in spec.split(","):
-        part = part.strip()
-        if not part:
-            raise ValueError(f"broker: empty entry in external broker list {spec!r}")
-        gbid, sep, url = part.partition("=")
-        gbid, url = gbid.strip(), url.strip()
-        if not sep or not gbid or not url:
-            raise ValueError(f"broker: expected 'gbid=mqtt://host:port', got {part!r}")
-        if not _GBID_RE.match(gbid):
-            raise ValueError(f"broker: bad GBID {gbid!r} in {part!r} (letters, digits, '.', '_', '-')")
-        if gbid in result:
-            raise ValueError(f"broker: GBID {gbid!r} given twice in {spec!r}")
-        split = urlsplit(url)
-        if split.scheme not in ("mqtt", "tcp"):
-            raise ValueError(f"broker: URL {url!r} for GBID {gbid!r} must start with mqtt:// (or tcp://)")
-        try:
-            port = split.port or 1883
-        except ValueError:
-            raise ValueError(f"broker: bad port in URL {url!r} for GBID {gbid!r}") from None
-        if not split.hostname:
-            raise ValueError(f"broker: no host in URL {url!r} for GBID {gbid!r}")
-        if split.path not in ("", "/") or split.query or split.fragment:
-            raise ValueError(f"broker: URL {url!r} for GBID {gbid!r} may only have a host and a port")
-        user = unquote(split.username) if split.username is not None else None
-        password = unquote(split.password) if split.password is not None else None
-        result[gbid] = (split.hostname, port, user, password)
-    return result
 
 
 def _free_ports(count: int, exclude: set[int]) -> list[int]:
@@ -135,23 +105,6 @@ def _kill_leftovers(pids: dict[str, int]) -> None:
     pids.clear()
 
 
-def _connect_packet(client_id: str, username: str, password: str) -> bytes:
-    def s(value: str) -> bytes:
-        raw = value.encode()
-        return struct.pack("!H", len(raw)) + raw
-
-    flags = 0x80 | 0x40 | 0x02  # username, password, clean session
-    body = s("MQTT") + bytes([4, flags]) + struct.pack("!H", 10) + s(client_id) + s(username) + s(password)
-    length = len(body)
-    encoded = bytearray()
-    while True:
-        byte, length = length % 128, length // 128
-        encoded.append(byte | (0x80 if length else 0))
-        if not length:
-            break
-    return bytes([0x10]) + bytes(encoded) + body
-
-
 class BrokerSet:
     def __init__(
         self,
@@ -163,35 +116,19 @@ class BrokerSet:
         if isinstance(gbids, str) or not gbids:
             raise ValueError(f"gbids: expected a non-empty list of GBIDs, got {gbids!r}")
         for gbid in gbids:
-            if not isinstance(gbid, str) or not _GBID_RE.match(gbid):
+            if not isinstance(gbid, str) or not GBID_RE.match(gbid):
                 raise ValueError(f"gbids: bad GBID {gbid!r} (letters, digits, '.', '_', '-'; not empty)")
         if len(set(gbids)) != len(gbids):
             raise ValueError(f"gbids: duplicate GBID in {gbids!r}")
         if run_dir is None:
             raise ValueError("run_dir: required (broker logs, configs and persistence live there)")
-        if not isinstance(broker, str):
-            raise ValueError(f"broker: expected a string, got {broker!r}")
 
         self.gbids: list[str] = list(gbids)
         self.run_dir = Path(run_dir).resolve()
         self.trace = trace
-        self._external: dict[str, tuple[str, int, str | None, str | None]] = {}
-        spec = broker.strip()
-        if "=" in spec:
-            self._external = parse_external(spec)
-            missing = [g for g in gbids if g not in self._external]
-            if missing:
-                raise ValueError(f"broker: no URL for GBID(s) {missing} in {broker!r}")
-            extra = [g for g in self._external if g not in gbids]
-            if extra:
-                raise ValueError(f"broker: URL for unknown GBID(s) {extra} in {broker!r}; gbids are {gbids}")
-            self._kind = "external"
-        elif spec in _KINDS:
-            self._kind = spec
-        else:
-            raise ValueError(
-                f"broker: expected 'amqtt', 'mosquitto' or 'gbid=mqtt://host:port,...', got {broker!r}"
-            )
+        self._spec = parse_broker(broker, gbids)
+        self._kind = self._spec.kind
+        self._external: dict[str, ExternalBroker] = self._spec.external
         self._mosquitto_binary = mosquitto.find_binary() if self._kind == "mosquitto" else None
         self._brokers = {g: _Broker(g, HOST) for g in gbids}
         self._password: str | None = None
@@ -206,6 +143,11 @@ class BrokerSet:
         return self._kind
 
     @property
+    def spec(self) -> BrokerSpec:
+        """The parsed choice; ``spec.redacted()`` is what may be shown or recorded."""
+        return self._spec
+
+    @property
     def broker_dir(self) -> Path:
         return self.run_dir / "brokers"
 
@@ -214,9 +156,9 @@ class BrokerSet:
         return self.broker_dir / f"{gbid}.log"
 
     def endpoint(self, gbid: str) -> tuple[str, int]:
-        if self._kind == "external":
-            host, port, _, _ = self._external[self._get(gbid).gbid]
-            return host, port
+        if self._kind == EXTERNAL:
+            external = self._external[self._get(gbid).gbid]
+            return external.host, external.port
         b = self._get(gbid)
         if b.port is None:
             raise BrokerError(f"gbid {gbid!r}: broker not started yet, it has no port")
@@ -238,11 +180,11 @@ class BrokerSet:
         """
         if not isinstance(client_id, str) or not client_id:
             raise ValueError(f"client_id: expected a non-empty string, got {client_id!r}")
-        if self._kind == "external":
+        if self._kind == EXTERNAL:
             urls = [self._external[self._get(gbid).gbid]] if gbid is not None else self._external.values()
-            for _, _, user, password in urls:
-                if user is not None:
-                    return user, password or ""
+            for external in urls:
+                if external.username is not None:
+                    return external.username, external.password or ""
             return client_id, ""
         if gbid is not None:
             self._get(gbid)
@@ -252,7 +194,7 @@ class BrokerSet:
         return client_id, password
 
     def is_running(self, gbid: str) -> bool:
-        if self._kind == "external":
+        if self._kind == EXTERNAL:
             return True  # as far as we know; we do not manage it
         return self._get(gbid).running
 
@@ -275,8 +217,12 @@ class BrokerSet:
         await self.stop()
 
     async def start(self) -> None:
-        """Start every broker that is not running; on any failure stop those it started."""
-        if self._kind == "external":
+        """Start every broker that is not running; on any failure stop those it started.
+
+        External brokers are not started but probed once (an MQTT CONNECT with the
+        credentials of their URL), so one that cannot be reached is named at once."""
+        if self._kind == EXTERNAL:
+            await asyncio.gather(*(self._probe_external(g) for g in self.gbids))
             return
         todo = [b for b in self._brokers.values() if not b.running]
         fresh = self._assign_ports(todo)
@@ -288,9 +234,24 @@ class BrokerSet:
             await asyncio.gather(*(self._stop(b) for b in todo))
             raise errors[0]
 
+    async def _probe_external(self, gbid: str) -> None:
+        external = self._external[gbid]
+        client_id = f"joynr-sim-probe-{gbid}-{secrets.token_hex(4)}"
+        packet = connect_packet(client_id, *self.credentials(client_id, gbid))
+        where = f"gbid {gbid!r}: external broker {external.url()}"
+        try:
+            code = await asyncio.wait_for(probe(external.host, external.port, packet), PROBE_TIMEOUT_S)
+        except asyncio.TimeoutError:
+            raise BrokerError(f"{where}: no CONNACK within {PROBE_TIMEOUT_S:g} s") from None
+        except (OSError, asyncio.IncompleteReadError) as exc:
+            raise BrokerError(f"{where} cannot be reached: {reason(exc)}") from None
+        if code != 0:
+            raise BrokerError(f"{where} refused the connection (CONNACK return code {code}: "
+                              f"{CONNACK_CODES.get(code, 'unknown')})")
+
     async def stop(self) -> None:
         """Stop every running broker cleanly (SIGTERM, SIGKILL after a timeout)."""
-        if self._kind == "external":
+        if self._kind == EXTERNAL:
             return
         await asyncio.gather(*(self._stop(b) for b in self._brokers.values()))
 
@@ -339,7 +300,7 @@ class BrokerSet:
 
     def _managed(self, gbid: str, op: str) -> _Broker:
         b = self._get(gbid)
-        if self._kind == "external":
+        if self._kind == EXTERNAL:
             raise BrokerError(
                 f"{op}({gbid!r}): the broker for this GBID is external ({self.url(gbid)}); "
                 "joynr-sim does not start, stop or crash external brokers"
@@ -431,7 +392,7 @@ class BrokerSet:
         """Until the broker answers a CONNECT with CONNACK 0, within START_TIMEOUT_S."""
         assert b.process is not None and b.port is not None
         username, password = self.credentials(f"joynr-sim-probe-{b.gbid}")
-        packet = _connect_packet(f"joynr-sim-probe-{b.gbid}", username, password)
+        packet = connect_packet(f"joynr-sim-probe-{b.gbid}", username, password)
         started = time.monotonic()
         deadline = started + START_TIMEOUT_S
         last_error = "no answer yet"
@@ -442,7 +403,7 @@ class BrokerSet:
                     f"before accepting connections on port {b.port}; {log_path}:\n{_tail(log_path)}"
                 )
             try:
-                code = await asyncio.wait_for(self._probe(b.host, b.port, packet), PROBE_TIMEOUT_S)
+                code = await asyncio.wait_for(probe(b.host, b.port, packet), PROBE_TIMEOUT_S)
             except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError) as exc:
                 last_error = f"{type(exc).__name__}: {exc}"
             else:
@@ -459,24 +420,6 @@ class BrokerSet:
                     f"{log_path}:\n{_tail(log_path)}"
                 )
             await asyncio.sleep(PROBE_INTERVAL_S)
-
-    @staticmethod
-    async def _probe(host: str, port: int, packet: bytes) -> int:
-        reader, writer = await asyncio.open_connection(host, port)
-        try:
-            writer.write(packet)
-            await writer.drain()
-            connack = await reader.readexactly(4)
-            if connack[0] != 0x20:
-                raise OSError(f"expected CONNACK, got packet type byte 0x{connack[0]:02x}")
-            if connack[3] == 0:
-                writer.write(b"\xe0\x00")  # DISCONNECT
-                await writer.drain()
-            return connack[3]
-        finally:
-            writer.close()
-            with contextlib.suppress(OSError):
-                await writer.wait_closed()
 
     async def _stop(self, b: _Broker) -> None:
         async with b.lock:

@@ -57,9 +57,17 @@ class BrokerSpec:
         return ",".join(f"{gbid}={b.url()}" for gbid, b in self.external.items())
 
 
+_URL_PASSWORD = re.compile(r"(://[^:/@\s]*:)[^@\n]*@")  # a password may hold spaces
+
+
+def redact(text: str) -> str:
+    """``text`` with the password of every ``scheme://user:password@`` in it shown as ``***``."""
+    return _URL_PASSWORD.sub(r"\1" + SECRET + "@", text)
+
+
 def _safe(text: str) -> str:
     """A fragment of user input for an error message: one line, passwords masked, short."""
-    text = re.sub(r"(://[^:/@]*:)[^@]*@", r"\1" + SECRET + "@", text)
+    text = redact(text)
     text = text.encode("unicode_escape").decode("ascii")
     return text if len(text) <= 120 else text[:117] + "..."
 

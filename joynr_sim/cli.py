@@ -1,4 +1,10 @@
-"""The ``joynr-sim`` command."""
+"""The ``joynr-sim`` command.
+
+Exit status: 0 success; 1 a scenario step failed (run), a check found violations (check)
+or a scenario file is broken (list); 2 bad input (a usage error, an unusable file, folder
+or option: nothing runs); 3 a run could not be set up (run: a broker, the GCD store or a
+port could not be reached); 130 interrupted. Every error is one line on stderr.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +15,8 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+
+from brokers import redact
 
 from .core.address import ADDRESS_TYPES
 from .core.policies import POLICIES, RUNTIME_KINDS
@@ -48,20 +56,22 @@ def cmd_list(args: argparse.Namespace, console: Console) -> int:
 
     paths = args.paths or [Path("scenarios")]
     missing = [p for p in paths if not Path(p).exists()]
-    if missing:
-        Console(stderr=True).print(
-            f"[red]joynr-sim list: no such file or folder: {escape(', '.join(map(str, missing)))}[/]")
+    files = [] if missing else scenario_files(paths)
+    if missing or not files:
+        problem = (f"no such file or folder: {', '.join(map(str, missing))}" if missing
+                   else f"no scenario files in {', '.join(map(str, paths))}")
+        Console(stderr=True).print(f"[red]joynr-sim list: {escape(problem)}[/]", soft_wrap=True)
         return 2
     table = Table(title="scenarios")
     for name in ("name", "reproduces", "policy", "steps"):
         table.add_column(name, overflow="fold")
     broken = 0
-    for path in scenario_files(paths):
+    for path in files:
         try:
             s = load_scenario(path)
         except ScenarioError as exc:
             broken += 1
-            table.add_row(f"[red]{path.name}[/]", f"[red]{escape(str(exc))}[/]", "", "")
+            table.add_row(f"[red]{path.name}[/]", f"[red]{escape(redact(str(exc)))}[/]", "", "")
             continue
         table.add_row(s.name, escape(f"{s.reproduces.seed}: {s.reproduces.scenario}"), s.policy,
                       str(len(s.steps)))
@@ -82,11 +92,13 @@ def cmd_trace(args: argparse.Namespace, console: Console) -> int:
 
 
 def cmd_run(args: argparse.Namespace, console: Console) -> int:
+    """0 passed, 1 a step failed, 2 bad input (nothing runs), 3 a run could not be set up."""
     from .scenario.console import run_scenarios
 
     if args.policy is not None and args.policy not in POLICIES:
         Console(stderr=True).print(
-            f"[red]joynr-sim run: --policy {escape(args.policy)!s} is unknown; choose one of {', '.join(POLICIES)}[/]")
+            f"[red]joynr-sim run: --policy {escape(args.policy)!r} is unknown; choose one of "
+            f"{', '.join(POLICIES)}[/]", soft_wrap=True)
         return 2
     return run_scenarios(args.paths, out=args.out, broker=args.broker, policy=args.policy,
                          seed=args.seed, gcd_store=args.gcd_store, console=console)
@@ -99,8 +111,17 @@ def cmd_check(args: argparse.Namespace, console: Console) -> int:
     return run_checks(args, console)
 
 
+class _Parser(argparse.ArgumentParser):
+    """A usage error is one line naming the option and value, then exit 2."""
+
+    def error(self, message: str):  # type: ignore[override]
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="joynr-sim", description=__doc__)
+    summary, exit_status = __doc__.split("\n\n", 1)
+    parser = _Parser(prog="joynr-sim", description=summary, epilog=exit_status.strip(),
+                     formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("policies", help="print the replace matrix of each routing policy")
     p.add_argument("--policy", choices=list(POLICIES), help="only this policy")
@@ -135,7 +156,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    return args.func(args, Console())
+    try:
+        return args.func(args, Console())
+    except KeyboardInterrupt:
+        Console(stderr=True).print("[red]joynr-sim: interrupted[/]")
+        return 130
 
 
 if __name__ == "__main__":

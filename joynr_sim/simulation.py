@@ -6,15 +6,17 @@
 
 Every runtime it starts writes its trace under ``<run_dir>/trace/``; the broker set traces
 as runtime ``brokers``. Every backend gets a GCD instance (runtime ``gcd-<gbid>``), all on
-one store. Closing stops every runtime gracefully, then the brokers.
+one store. Closing stops every runtime gracefully, then the brokers. A run directory it
+creates is readable by its owner only: it holds the brokers' password.
 """
 
 from __future__ import annotations
 
+import inspect
 import uuid
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, Callable
 
 from brokers import BrokerSet
 
@@ -45,6 +47,7 @@ class Simulation:
         seed: int | None = None,
     ) -> None:
         self.run_dir = Path(run_dir)
+        self.run_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         self.run_id = run_id or uuid.uuid4().hex[:12]
         self.clock = clock or SimClock()
         self.gbids = list(gbids)
@@ -69,7 +72,6 @@ class Simulation:
 
     async def start(self) -> None:
         """Brokers first, then a GCD instance per backend."""
-        self.run_dir.mkdir(parents=True, exist_ok=True)
         await self.brokers.start()
         for gbid in self.gbids:
             gcd = GcdService(
@@ -143,14 +145,32 @@ class Simulation:
         return runtime
 
     async def close(self) -> None:
+        """Stop every runtime, then the brokers, then close the link registries: all of
+        them, even when one fails; the first error is raised afterwards (the others are
+        added to it as notes)."""
+        # Not an AsyncExitStack: that raises the last error, and the first is what went wrong.
+        errors: list[BaseException] = []
+
+        async def attempt(action: Callable[[], Any]) -> None:
+            try:
+                result = action()
+                if inspect.isawaitable(result):
+                    await result
+            except BaseException as exc:  # also on cancellation: nothing may be left running
+                errors.append(exc)
+
         # libjoynr runtimes first, so they can still unregister through their cluster
         # controller, and the GCD instances last, so cluster controllers can unregister there.
         order = {"libjoynr": 0, "cluster-controller": 1, "gcd": 2}
-        ordered = sorted(self.runtimes.values(), key=lambda r: order[r.kind])
-        for runtime in ordered:
-            await runtime.stop()
-            runtime.close()
-        await self.brokers.stop()
+        for runtime in sorted(self.runtimes.values(), key=lambda r: order.get(r.kind, 0)):
+            await attempt(runtime.stop)
+            await attempt(runtime.close)
+        await attempt(self.brokers.stop)
         for registry in self._link_registries.values():
             if registry.store is not None:
-                registry.store.close()
+                await attempt(registry.store.close)
+        if errors:
+            first = errors[0]
+            for other in errors[1:]:
+                first.add_note(f"also while closing the simulation: {type(other).__name__}: {other}")
+            raise first

@@ -18,9 +18,10 @@ import paho.mqtt.client as mqtt
 import pytest
 from broker_fixtures import BrokerFactory, amqtt_brokers, mosquitto_brokers  # noqa: F401
 
-from brokers import BrokerError, BrokerSet, MosquittoNotFound, mosquitto, parse_external
+from brokers import BrokerError, BrokerSet, BrokerSpecError, ExternalBroker, MosquittoNotFound, mosquitto, parse_broker
 from brokers.broker_set import PASSWORD_ENV
 from joynr_sim.trace import TraceWriter, read_events
+from joynr_sim.transport.mqtt import MqttConnectError, MqttConnection
 
 WAIT_S = 15.0  # upper bound for any single broker round trip on a loaded machine
 KINDS = ["amqtt", "mosquitto"]
@@ -344,20 +345,27 @@ def test_amqtt_broker_process_exits_when_its_owner_goes(tmp_path: Path) -> None:
 # -- external brokers and bad input ---------------------------------------------------
 
 
-def test_parse_external_good() -> None:
-    parsed = parse_external(
-        "gbid1=mqtt://broker.example:1884, gbid2=tcp://10.0.0.2,gbid3=mqtt://u%40x:p%3Aw@h:1885"
+def test_parse_broker_good() -> None:
+    assert parse_broker(" amqtt ").kind == "amqtt"
+    assert parse_broker("mosquitto").redacted() == "mosquitto"
+    spec = parse_broker(
+        "gbid1=mqtt://broker.example:1884, gbid2=tcp://10.0.0.2,gbid3=mqtt://u%40x:p%3Aw@h:1885",
+        ["gbid1", "gbid2", "gbid3"],
     )
-    assert parsed == {
-        "gbid1": ("broker.example", 1884, None, None),
-        "gbid2": ("10.0.0.2", 1883, None, None),
-        "gbid3": ("h", 1885, "u@x", "p:w"),
+    assert spec.kind == "external"
+    assert spec.external == {
+        "gbid1": ExternalBroker("broker.example", 1884),
+        "gbid2": ExternalBroker("10.0.0.2", 1883),
+        "gbid3": ExternalBroker("h", 1885, "u@x", "p:w"),
     }
+    assert spec.redacted() == "gbid1=mqtt://broker.example:1884,gbid2=mqtt://10.0.0.2:1883,gbid3=mqtt://u@x:***@h:1885"
+    assert "p:w" not in repr(spec)
 
 
 @pytest.mark.parametrize(
     ("spec", "named"),
     [
+        ("rabbitmq", "'rabbitmq'"),
         ("gbid1", "'gbid1'"),
         ("=mqtt://h:1", "'=mqtt://h:1'"),
         ("gbid1=", "'gbid1='"),
@@ -369,27 +377,60 @@ def test_parse_external_good() -> None:
         ("gbid1=mqtt://h:1,,gbid2=mqtt://h:2", "empty entry"),
         ("gbid1=mqtt://h:1,gbid1=mqtt://h:2", "'gbid1' given twice"),
         ("bad gbid=mqtt://h:1", "'bad gbid'"),
+        ("gbid1=mqtt://u:s3cret@h:port", "'mqtt://u:***@h:port'"),
+        ("gbid1=http://u:s3cret@h:1\nx", "'http://u:***@h:1"),
     ],
 )
-def test_parse_external_bad(spec: str, named: str) -> None:
-    with pytest.raises(ValueError, match="broker") as err:
-        parse_external(spec)
-    assert named in str(err.value)
+def test_parse_broker_bad_names_the_value_in_one_line(spec: str, named: str) -> None:
+    with pytest.raises(BrokerSpecError, match="^broker: ") as err:
+        parse_broker(spec)
+    message = str(err.value)
+    assert named in message and "\n" not in message and "s3cret" not in message
 
 
 async def test_external_brokers_are_not_managed(tmp_path: Path, trace: TraceWriter) -> None:
     spec = "gbid1=mqtt://h1:1884,gbid2=mqtt://user:secret@h2:1885"
-    async with BrokerSet(["gbid1", "gbid2"], broker=spec, run_dir=tmp_path, trace=trace) as brokers:
-        assert brokers.kind == "external"
-        assert brokers.endpoint("gbid1") == ("h1", 1884)
-        assert brokers.url("gbid2") == "mqtt://h2:1885"
-        assert brokers.credentials("cc-1", "gbid1") == ("cc-1", "")
-        assert brokers.credentials("cc-1", "gbid2") == ("user", "secret")
-        for op in (brokers.start_broker, brokers.stop_broker, brokers.crash_broker, brokers.restart_broker):
-            with pytest.raises(BrokerError, match="external"):
-                await op("gbid1")
+    brokers = BrokerSet(["gbid1", "gbid2"], broker=spec, run_dir=tmp_path, trace=trace)
+    assert brokers.kind == "external"
+    assert brokers.spec.redacted() == "gbid1=mqtt://h1:1884,gbid2=mqtt://user:***@h2:1885"
+    assert brokers.endpoint("gbid1") == ("h1", 1884)
+    assert brokers.url("gbid2") == "mqtt://h2:1885"
+    assert brokers.credentials("cc-1", "gbid1") == ("cc-1", "")
+    assert brokers.credentials("cc-1", "gbid2") == ("user", "secret")
+    for op in (brokers.start_broker, brokers.stop_broker, brokers.crash_broker, brokers.restart_broker):
+        with pytest.raises(BrokerError, match="external") as err:
+            await op("gbid1")
+        assert "secret" not in str(err.value)
+    await brokers.stop()
     assert life_events(trace) == []
     assert not (tmp_path / "brokers").exists()
+
+
+async def test_external_broker_that_cannot_be_reached_is_named_at_start(tmp_path: Path) -> None:
+    # A bound socket that does not listen: a connection to its port is refused at once.
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+        brokers = BrokerSet(["gbid1"], broker=f"gbid1=mqtt://user:s3cret@127.0.0.1:{port}", run_dir=tmp_path)
+        with pytest.raises(BrokerError) as err:
+            await brokers.start()
+    message = str(err.value)
+    assert f"127.0.0.1:{port}" in message and "gbid1" in message and "cannot be reached" in message
+    assert "s3cret" not in message and "\n" not in message
+
+
+async def test_external_broker_is_probed_with_the_credentials_of_its_url(
+    tmp_path: Path, amqtt_brokers: BrokerFactory  # noqa: F811
+) -> None:
+    real = await amqtt_brokers(["gbid1"])
+    host, port = real.endpoint("gbid1")
+    password = real.credentials("x")[1]
+    good = BrokerSet(["gbid1"], broker=f"gbid1=mqtt://cc:{password}@{host}:{port}", run_dir=tmp_path)
+    await good.start()
+    bad = BrokerSet(["gbid1"], broker=f"gbid1=mqtt://cc:wrong-{password}@{host}:{port}", run_dir=tmp_path)
+    with pytest.raises(BrokerError, match="refused the connection") as err:
+        await bad.start()
+    assert f"{host}:{port}" in str(err.value) and password not in str(err.value)
 
 
 @pytest.mark.parametrize(
@@ -399,14 +440,15 @@ async def test_external_brokers_are_not_managed(tmp_path: Path, trace: TraceWrit
         ([], "amqtt", "gbids"),
         (["a", "a"], "amqtt", "duplicate"),
         (["a/b"], "amqtt", "'a/b'"),
-        (["a", "b"], "a=mqtt://h:1", "['b']"),
-        (["a"], "a=mqtt://h:1,c=mqtt://h:2", "['c']"),
+        (["a", "b"], "a=mqtt://h:1", "no URL for backend(s) b"),
+        (["a"], "a=mqtt://h:1,c=mqtt://h:2", "GBID(s) c that are not backends"),
+        (["a"], "a=mqtt://u:s3cret@h:x", "'mqtt://u:***@h:x'"),
     ],
 )
 def test_bad_broker_set_arguments(tmp_path: Path, gbids: list[str], broker: str, named: str) -> None:
     with pytest.raises(ValueError) as err:
         BrokerSet(gbids, broker=broker, run_dir=tmp_path)
-    assert named in str(err.value)
+    assert named in str(err.value) and "s3cret" not in str(err.value)
 
 
 def test_accessors_name_the_bad_gbid(tmp_path: Path) -> None:
@@ -456,3 +498,40 @@ async def test_mosquitto_keeps_autosaved_session_across_crash(mosquitto_brokers:
         sub.disconnect()
 
     await in_thread(resume)
+
+
+# -- a runtime's connection: a failed connect is reported at once ----------------------
+
+
+def connection(host: str, port: int, credentials: tuple[str, str] | None) -> MqttConnection:
+    return MqttConnection(
+        gbid="gbid1", host=host, port=port, client_id=unique("cc"), topic=unique("t"),
+        credentials=credentials, loop=asyncio.get_running_loop(), on_message=lambda *_: None,
+    )
+
+
+async def test_runtime_connection_refused_fails_without_waiting_for_the_timeout() -> None:
+    with socket.socket() as closed:  # bound, not listening: connecting is refused
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+        conn = connection("127.0.0.1", port, None)
+        conn.start()
+        try:
+            # The timeout is far beyond the test's patience; a refusal must end it first.
+            with pytest.raises(MqttConnectError) as err:
+                await conn.wait_connected(60)
+        finally:
+            await conn.crash()
+    assert str(err.value) == f"gbid 'gbid1': cannot connect to MQTT broker 127.0.0.1:{port}: Connection refused"
+
+
+async def test_runtime_connection_with_refused_credentials_fails_at_once(amqtt_brokers: BrokerFactory) -> None:  # noqa: F811
+    brokers = await amqtt_brokers(["gbid1"])
+    host, port = brokers.endpoint("gbid1")
+    conn = connection(host, port, ("cc", "not-the-password"))
+    conn.start()
+    try:
+        with pytest.raises(MqttConnectError, match=f"{host}:{port}: the broker refused the CONNECT"):
+            await conn.wait_connected(60)
+    finally:
+        await conn.crash()

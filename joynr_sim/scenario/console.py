@@ -1,5 +1,11 @@
-"""``joynr-sim run``: run scenarios one after another with a live progress display, then a
-summary table (scenario, steps, outcome, duration)."""
+"""``joynr-sim run``: check every input before anything starts, run the scenarios one
+after another with a live progress display, then a summary table (scenario, steps,
+outcome, duration).
+
+Exit status: 0 every scenario passed, 1 a step failed, 2 a scenario file or an option is
+unusable (nothing runs, nothing is written), 3 a run could not be carried out (a broker,
+the GCD store or a port could not be reached; the scenarios after it are not run).
+"""
 
 from __future__ import annotations
 
@@ -11,9 +17,15 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from brokers import BrokerSpecError, parse_broker, redact
+
 from .loader import ScenarioError, load_scenarios
 from .model import Scenario
+from .rundir import RunDirError, check_run_dir
 from .runner import RunResult, StepOutcome, run_scenario
+
+EXIT_PASSED, EXIT_STEP_FAILED, EXIT_BAD_INPUT, EXIT_SETUP = 0, 1, 2, 3
+GCD_STORE_SCHEMES = ("postgresql://", "postgres://")
 
 _OUTCOME = {"passed": "[green]passed[/]", "failed": "[red]failed[/]", "error": "[red]error[/]"}
 
@@ -28,24 +40,67 @@ def run_scenarios(
     gcd_store: str | None,
     console: Console,
 ) -> int:
-    """0 when every scenario passed, 1 when a step failed, 2 when nothing could run."""
+    """Run the scenarios under ``paths``; returns the exit status (see the module)."""
     err = Console(stderr=True)
+
+    def refuse(message: str) -> int:
+        # redact: a message may quote a scenario's broker URL, password and all
+        err.print(f"[red]joynr-sim run: {escape(redact(message))}[/]", soft_wrap=True, highlight=False)
+        return EXIT_BAD_INPUT
+
     try:
         scenarios = load_scenarios(paths)
     except ScenarioError as exc:
-        err.print(f"[red]joynr-sim run: {escape(str(exc))}[/]", soft_wrap=True)
-        return 2
+        return refuse(str(exc))
     if not scenarios:
-        err.print(f"[red]joynr-sim run: no scenario files in {', '.join(map(str, paths))}[/]")
-        return 2
+        return refuse(f"no scenario files in {', '.join(map(str, paths))}")
+    problem = check_inputs(scenarios, out=out, broker=broker, gcd_store=gcd_store)
+    if problem:
+        return refuse(problem)
+    results: list[RunResult] = []
+    for scenario in scenarios:
+        try:
+            result = _run_one(scenario, out, broker, policy, seed, gcd_store, console)
+        except RunDirError as exc:  # the folder changed since it was checked
+            return refuse(str(exc))
+        results.append(result)
+        if result.outcome == "error":
+            err.print(f"[red]joynr-sim run: {escape(scenario.name)}: {escape(_first_line(result.error))} "
+                      f"(run directory {escape(result.run_dir)}"
+                      f"{', marked incomplete' if not result.complete else ''})[/]",
+                      soft_wrap=True, highlight=False)
+            break
+    console.print(_summary(results))
+    if any(r.outcome == "error" for r in results):
+        return EXIT_SETUP
+    return EXIT_PASSED if all(r.passed for r in results) else EXIT_STEP_FAILED
+
+
+def check_inputs(scenarios: list[Scenario], *, out: Path, broker: str | None, gcd_store: str | None) -> str | None:
+    """The first problem with the options or the scenarios' broker choices, as one line."""
     names = [s.name for s in scenarios]
     if len(set(names)) != len(names):
         dup = sorted({n for n in names if names.count(n) > 1})
-        err.print(f"[red]joynr-sim run: two scenarios are named {', '.join(dup)}; each needs its own run directory[/]")
-        return 2
-    results = [_run_one(s, out, broker, policy, seed, gcd_store, console) for s in scenarios]
-    console.print(_summary(results))
-    return 0 if all(r.passed for r in results) else 1
+        return f"two scenarios are named {', '.join(dup)}; each needs its own run directory"
+    if gcd_store is not None and not gcd_store.startswith(GCD_STORE_SCHEMES):
+        return f"--gcd-store: expected a postgresql:// URL, got {redact(gcd_store)!r}"
+    if broker is not None:
+        try:
+            parse_broker(broker)
+        except BrokerSpecError as exc:
+            return f"--{exc}"
+    for s in scenarios:
+        try:
+            parse_broker(broker or s.broker, s.backends)
+        except BrokerSpecError as exc:
+            where = "--broker" if broker else "broker"
+            return f"{s.path or s.name}: {where}: {str(exc).removeprefix('broker: ')}"
+    try:
+        for s in scenarios:
+            check_run_dir(out, s.name)
+    except RunDirError as exc:
+        return str(exc)
+    return None
 
 
 def _run_one(scenario: Scenario, out: Path, broker, policy, seed, gcd_store, console: Console) -> RunResult:
@@ -66,17 +121,23 @@ def _run_one(scenario: Scenario, out: Path, broker, policy, seed, gcd_store, con
     return result
 
 
+def _first_line(text: str) -> str:
+    return text.strip().splitlines()[0] if text.strip() else ""
+
+
 def _report(result: RunResult, console: Console) -> None:
     mark = _OUTCOME[result.outcome]
-    console.print(f"{mark} {result.scenario} ({result.policy}, {result.broker}) → {result.run_dir}")
-    if result.error:
-        console.print(f"  [red]{escape(result.error)}[/]")
+    console.print(f"{mark} {escape(result.scenario)} ({result.policy}, {escape(result.broker)}) → "
+                  f"{escape(result.run_dir)}", soft_wrap=True)
     failed = result.failed_step
     if failed is not None:
         where = f"{result.path}:{failed.line}" if result.path else f"step {failed.index}"
-        console.print(f"  [red]step {failed.index} '{escape(failed.title)}' ({where}): {escape(failed.detail)}[/]")
+        console.print(f"  [red]step {failed.index} '{escape(failed.title)}' ({escape(where)}): "
+                      f"{escape(failed.detail)}[/]", soft_wrap=True)
         if failed.context:
             console.print(escape(failed.context), soft_wrap=True, highlight=False)
+        if failed.traceback:
+            console.print(f"  the traceback is in {escape(result.run_dir)}/run.json", soft_wrap=True)
 
 
 def _summary(results: list[RunResult]) -> Table:
@@ -85,6 +146,6 @@ def _summary(results: list[RunResult]) -> Table:
         table.add_column(col, justify="right" if col in ("steps", "duration") else "left")
     for r in results:
         ok = sum(s.outcome == "ok" for s in r.steps)
-        table.add_row(r.scenario, r.policy, r.broker, f"{ok}/{len(r.steps)}", _OUTCOME[r.outcome],
-                      f"{r.duration_s:.1f}s")
+        table.add_row(escape(r.scenario), r.policy, escape(r.broker), f"{ok}/{len(r.steps)}",
+                      _OUTCOME[r.outcome], f"{r.duration_s:.1f}s")
     return table

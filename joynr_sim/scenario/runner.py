@@ -1,46 +1,44 @@
-"""Run a scenario: build its topology, execute its steps, inject its faults, record the
-trace and a ``run.json`` manifest.
+"""Run a scenario: claim its run directory, build its topology, execute its steps (see
+``steps``), record the trace and a ``run.json`` manifest.
 
-A step either holds (``ok``) or not (``failed``: the error names the step, its line, and
-shows the routing entries and the last trace events that matter); after a failed step
-the rest are ``skipped``, and the topology is torn down either way.
+Outcomes: ``passed``; ``failed``, a step did not hold (the rest are ``skipped``); ``error``,
+the run could not be carried out: it could not be set up (``SetupError``: a broker, the
+GCD store or a port could not be reached) or failed outside a step. The topology is torn
+down either way, every runtime and broker even when one of them fails to stop.
+
+``run.json`` is written as soon as the run directory exists, marked ``"complete": false``,
+and again at the end; it stays incomplete, with the error, when set-up failed or the run
+was interrupted. An unexpected exception keeps its traceback there (the run's, or the
+step's). A password never reaches it: the broker choice is recorded redacted.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import platform
 import random
-import shutil
+import sys
 import time
+import traceback
 import uuid
 from dataclasses import asdict, dataclass, field
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Callable
 
-from ..core.address import ChannelAddress, MqttAddress, WebSocketAddress, WebSocketClientAddress, type_name
-from ..core.discovery import DiscoveryErrorException
-from ..core.errors import ApplicationException, JoynrRuntimeException, JoynrTimeoutException
-from ..core.routing import RoutingEntry
-from ..runtime.base import FOREVER_MS, Proxy, Runtime
-from ..runtime.cluster_controller import ClusterController
-from ..runtime.participants import INTERFACES
+from brokers import BrokerError, BrokerSpecError, MosquittoNotFound, parse_broker, redact
+
 from ..simulation import Simulation
-from ..trace import TraceWriter, entry_record, read_events, read_run
-from .model import Scenario, Step, participant_ref, thaw
+from ..trace import TraceWriter
+from .model import Scenario
+from .rundir import GENERATOR, MANIFEST, claim_run_dir
+from .steps import ScenarioRunner, StepFailed
 
-RUN_MANIFEST = "run.json"
-DEFAULT_WAIT_MS = 10_000
 
-
-class StepFailed(AssertionError):
-    """A step's expectation did not hold; ``context`` carries what helps to see why."""
-
-    def __init__(self, message: str, context: str = "") -> None:
-        super().__init__(message)
-        self.context = context
+class SetupError(Exception):
+    """The topology could not be set up: a broker, the GCD store or a port could not be
+    reached or started. The message is one line naming what and where; the exception it
+    was raised from is its ``__cause__``."""
 
 
 @dataclass
@@ -53,6 +51,7 @@ class StepOutcome:
     detail: str = ""
     context: str = ""
     duration_ms: float = 0.0
+    traceback: str = ""  # only when the step failed with an unexpected exception
 
 
 @dataclass
@@ -62,14 +61,16 @@ class RunResult:
     run_dir: str
     run_id: str
     policy: str
-    broker: str
+    broker: str  # as given, with every password shown as ***
     seed: int
     reproduces: dict[str, str]
     started: str = ""
     ended: str = ""
     duration_s: float = 0.0
     outcome: str = "failed"  # passed | failed | error
+    complete: bool = False  # set up, and every step ran or the run stopped at a failed one
     error: str = ""
+    traceback: str = ""
     steps: list[StepOutcome] = field(default_factory=list)
     versions: dict[str, str] = field(default_factory=dict)
     brokers: dict[str, str] = field(default_factory=dict)  # GBID -> broker URL
@@ -97,269 +98,23 @@ def _iso(epoch_s: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(epoch_s)) + f".{int(epoch_s * 1000) % 1000:03d}Z"
 
 
-class ScenarioRunner:
-    """Executes one scenario's steps against a running Simulation."""
-
-    def __init__(self, scenario: Scenario, sim: Simulation, trace: TraceWriter) -> None:
-        self.scenario = scenario
-        self.sim = sim
-        self.trace = trace
-        self.providers: dict[str, tuple[Runtime, str]] = {}  # name -> (runtime, participant id)
-        self.proxies: dict[str, Proxy] = {}
-
-    # -- topology --------------------------------------------------------------------
-    async def build(self) -> None:
-        for spec in self.scenario.runtimes:
-            if spec.is_cluster_controller:
-                await self.sim.cluster_controller(
-                    spec.cc_id or spec.id, list(spec.gbids) or None, runtime_id=spec.id,
-                    old_joynr=spec.old_joynr, detached_timeout_ms=spec.detached_timeout_ms,
-                )
-        for spec in self.scenario.runtimes:
-            if not spec.is_cluster_controller:
-                await self.sim.libjoynr(spec.id, self._cc(spec.cc))
-
-    def _runtime(self, runtime_id: str) -> Runtime:
-        return self.sim.runtimes[runtime_id]
-
-    def _cc(self, runtime_id: str) -> ClusterController:
-        runtime = self._runtime(runtime_id)
-        assert isinstance(runtime, ClusterController)
-        return runtime
-
-    def participant(self, value: str) -> str:
-        name = participant_ref(value)
-        if name is None:
-            return value
-        if name in self.providers:
-            return self.providers[name][1]
-        if name in self.proxies:
-            return self.proxies[name].participant_id
-        raise StepFailed(f"@{name} is not a provider or proxy created so far")
-
-    # -- steps -----------------------------------------------------------------------
-    async def run_step(self, step: Step) -> None:
-        handler: Callable[[Mapping[str, Any]], Any] = getattr(self, f"_step_{step.kind}")
-        await handler(step.args)
-
-    async def _expecting_error(self, args: Mapping[str, Any], action) -> Any:
-        expected = args.get("expect_error")
-        try:
-            result = await action()
-        except (JoynrRuntimeException, DiscoveryErrorException) as exc:
-            name = _error_name(exc)
-            if expected is None:
-                raise StepFailed(f"failed with {name}: {exc}") from None
-            if name != expected:
-                raise StepFailed(f"expected error {expected}, got {name}: {exc}") from None
-            return None
-        if expected is not None:
-            raise StepFailed(f"expected error {expected}, but it succeeded")
-        return result
-
-    async def _step_register(self, a: Mapping[str, Any]) -> None:
-        runtime = self._runtime(a["runtime"])
-        implementation = INTERFACES[a["interface"]]()
-
-        async def register():
-            return await runtime.register_provider(
-                a["domain"], a["interface"], implementation, participant_id=a.get("participant_id"),
-                scope=a.get("scope") or "GLOBAL", gbids=_list(a.get("gbids")),
-            )
-
-        skeleton = await self._expecting_error(a, register)
-        if skeleton is not None:
-            self.providers[a["provider"]] = (runtime, skeleton.participant_id)
-
-    async def _step_unregister(self, a: Mapping[str, Any]) -> None:
-        runtime, pid = self.providers[a["provider"]]
-        await runtime.unregister_provider(pid)
-
-    async def _step_proxy(self, a: Mapping[str, Any]) -> None:
-        runtime = self._runtime(a["runtime"])
-        participant = self.participant(a["participant"]) if a.get("participant") else None
-
-        async def build():
-            return await runtime.discover_proxy(
-                a["interface"], None if participant else a["domain"], participant_id=participant,
-                scope=a.get("scope") or "LOCAL_THEN_GLOBAL", gbids=_list(a.get("gbids")),
-                cache_max_age_ms=a.get("cache_max_age_ms") or 0,
-            )
-
-        proxy = await self._expecting_error(a, build)
-        if proxy is not None:
-            self.proxies[a["name"]] = proxy
-
-    async def _call_once(self, a: Mapping[str, Any]) -> None:
-        proxy = self.proxies[a["proxy"]]
-        expect = dict(a.get("expect") or {"timeout": False})
-        ttl = a.get("ttl_ms") or 10_000
-        try:
-            result = await proxy.call(a["method"], *(a.get("args") or ()), ttl_ms=ttl)
-        except JoynrTimeoutException as exc:
-            if expect.get("timeout"):
-                return
-            raise StepFailed(f"timed out: {exc}", self._context(proxy.provider_participant_id)) from None
-        except JoynrRuntimeException as exc:
-            name = _error_name(exc)
-            if expect.get("error") == name:
-                return
-            raise StepFailed(f"failed with {name}: {exc}", self._context(proxy.provider_participant_id)) from None
-        if expect.get("timeout"):
-            raise StepFailed(f"expected a timeout, got {result!r}", self._context(proxy.provider_participant_id))
-        if "error" in expect:
-            raise StepFailed(f"expected error {expect['error']}, got {result!r}")
-        if "result" in expect and thaw(expect["result"]) != result:
-            raise StepFailed(f"expected result {thaw(expect['result'])!r}, got {result!r}")
-
-    async def _step_call(self, a: Mapping[str, Any]) -> None:
-        await self._call_once(a)
-
-    async def _step_expect_calls(self, a: Mapping[str, Any]) -> None:
-        for _ in range(a["count"]):
-            await self._call_once(a)
-
-    async def _step_one_way(self, a: Mapping[str, Any]) -> None:
-        proxy = self.proxies[a["proxy"]]
-        proxy.one_way(a["method"], *(a.get("args") or ()), ttl_ms=a.get("ttl_ms") or 10_000)
-
-    async def _step_crash(self, a): await self._runtime(a["runtime"]).crash()
-    async def _step_stop(self, a): await self._runtime(a["runtime"]).stop()
-    async def _step_start(self, a): await self._runtime(a["runtime"]).start()
-    async def _step_restart(self, a): await self._runtime(a["runtime"]).restart()
-    async def _step_crash_broker(self, a): await self.sim.brokers.crash_broker(a["gbid"])
-    async def _step_stop_broker(self, a): await self.sim.brokers.stop_broker(a["gbid"])
-    async def _step_start_broker(self, a): await self.sim.brokers.start_broker(a["gbid"])
-    async def _step_restart_broker(self, a): await self.sim.brokers.restart_broker(a["gbid"])
-    async def _step_cut(self, a): await self._cc(a["runtime"]).cut(a["gbid"])
-    async def _step_heal(self, a): await self._cc(a["runtime"]).heal(a["gbid"])
-
-    async def _step_advance(self, a: Mapping[str, Any]) -> None:
-        self.sim.clock.advance(a["ms"])
-        await asyncio.sleep(0)  # let the purges the advance scheduled run
-
-    async def _step_add_route(self, a: Mapping[str, Any]) -> None:
-        runtime = self._runtime(a["runtime"])
-        entry = RoutingEntry(_address(a["address"]), bool(a.get("visible", True)), FOREVER_MS,
-                             bool(a.get("sticky", True)))
-        runtime.table.put(self.participant(a["participant"]), entry, "provisioned")
-
-    async def _step_expect_route(self, a: Mapping[str, Any]) -> None:
-        problem = self._route_problem(a)
-        if problem:
-            raise StepFailed(problem, self._context(self.participant(a["participant"]), a["runtime"]))
-
-    async def _step_expect_gcd(self, a: Mapping[str, Any]) -> None:
-        problem = await self._gcd_problem(a)
-        if problem:
-            raise StepFailed(problem, self._context(self.participant(a["participant"])))
-
-    async def _step_wait(self, a: Mapping[str, Any]) -> None:
-        (what, body), = a["until"].items()
-        timeout_s = (a.get("timeout_ms") or DEFAULT_WAIT_MS) / 1000
-        deadline = time.monotonic() + timeout_s
-        while True:
-            if what == "route":
-                problem = self._route_problem(body)
-            elif what == "gcd":
-                problem = await self._gcd_problem(body)
-            elif what == "event":
-                # Polled: read only the runtime's own file when the condition names one.
-                trace_dir = self.sim.run_dir / "trace"
-                files = ([trace_dir / f"{body['runtime']}.ndjson"] if body.get("runtime")
-                         else sorted(trace_dir.glob("*.ndjson")))
-                seen = [e for f in files for e in read_events(f) if e["ev"] == body["ev"]]
-                want = body.get("count") or 1
-                problem = None if len(seen) >= want else f"{len(seen)} of {want} {body['ev']} events"
-            else:  # connected
-                conn = self._cc(body["runtime"]).mqtt.get(body["gbid"])
-                problem = None if conn is not None and conn.connected.is_set() else \
-                    f"{body['runtime']} is not connected to {body['gbid']}"
-            if problem is None:
-                return
-            if time.monotonic() > deadline:
-                context = self._context(self.participant(body["participant"])) if "participant" in body else ""
-                raise StepFailed(f"not within {timeout_s:g} s: {problem}", context)
-            await asyncio.sleep(0.02)
-
-    # -- expectations ----------------------------------------------------------------
-    def _route_problem(self, a: Mapping[str, Any]) -> str | None:
-        runtime = self._runtime(a["runtime"])
-        pid = self.participant(a["participant"])
-        entry = runtime.table.lookup(pid)
-        want = a["type"]
-        if want == "absent":
-            return None if entry is None else f"{a['runtime']} has a {type_name(entry.address)} route for {pid}"
-        if entry is None:
-            return f"{a['runtime']} has no route for {pid}, expected {want}"
-        problems = []
-        if type_name(entry.address) != want:
-            problems.append(f"type {type_name(entry.address)}, expected {want}")
-        if a.get("gbid") is not None and getattr(entry.address, "broker_uri", None) != a["gbid"]:
-            problems.append(f"gbid {getattr(entry.address, 'broker_uri', None)}, expected {a['gbid']}")
-        if a.get("sticky") is not None and entry.is_sticky != a["sticky"]:
-            problems.append(f"sticky {entry.is_sticky}, expected {a['sticky']}")
-        if a.get("visible") is not None and entry.is_globally_visible != a["visible"]:
-            problems.append(f"visible {entry.is_globally_visible}, expected {a['visible']}")
-        return f"route for {pid} on {a['runtime']}: " + "; ".join(problems) if problems else None
-
-    async def _gcd_problem(self, a: Mapping[str, Any]) -> str | None:
-        pid = self.participant(a["participant"])
-        gcd = next(iter(self.sim.gcds.values()))
-        now = self.sim.clock.now_ms()
-        rows = await gcd.run(lambda g: {
-            r.gbid for r in g.store.all_rows()
-            if r.entry.participant_id == pid and r.entry.expiry_date_ms >= now
-        })
-        wanted = set(a.get("gbids") or self.scenario.backends)
-        present = a.get("present", True)
-        if present and not wanted <= rows:
-            return f"GCD holds {pid} in {sorted(rows) or 'no backend'}, expected {sorted(wanted)}"
-        if not present and wanted & rows:
-            return f"GCD still holds {pid} in {sorted(wanted & rows)}"
-        return None
-
-    def _context(self, participant_id: str, runtime_id: str | None = None) -> str:
-        """The routing entries for the participant everywhere and its last trace events."""
-        lines = ["routing entries:"]
-        for rid, runtime in self.sim.runtimes.items():
-            if runtime_id is not None and rid != runtime_id and runtime.kind == "gcd":
-                continue
-            entry = runtime.table.lookup(participant_id) if runtime.running else None
-            if entry is not None:
-                lines.append(f"  {rid}: {json.dumps(entry_record(entry))}")
-        relevant = [
-            e for e in read_run(self.sim.run_dir)
-            if participant_id in (e.get("participant"), e.get("to"), e.get("from"))
-        ][-8:]
-        lines.append("last trace events:")
-        lines.extend(f"  {json.dumps(e, separators=(',', ':'))}" for e in relevant)
-        return "\n".join(lines)
+def _redacted_broker(spec: str) -> str:
+    try:
+        return parse_broker(spec).redacted()
+    except BrokerSpecError:
+        return redact(spec)  # set-up will refuse it; record it without its passwords
 
 
-def _list(value: Any) -> list | None:
-    return list(value) if value else None
+def _is_environment(exc: BaseException) -> bool:
+    """What the machine or network did, not a fault of joynr-sim: no traceback needed."""
+    if isinstance(exc, (OSError, BrokerError, BrokerSpecError, MosquittoNotFound)):
+        return True
+    psycopg = sys.modules.get("psycopg")  # loaded only when a PostgreSQL store was asked for
+    return psycopg is not None and isinstance(exc, psycopg.Error)
 
 
-def _error_name(exc: BaseException) -> str:
-    if isinstance(exc, DiscoveryErrorException):
-        return exc.error.value
-    if isinstance(exc, ApplicationException):
-        return exc.error
-    return type(exc).__name__
-
-
-def _address(spec: Mapping[str, Any]):
-    kind = spec["type"]
-    if kind == "Mqtt":
-        return MqttAddress(spec["gbid"], spec["topic"])
-    if kind == "WebSocketClient":
-        return WebSocketClientAddress(spec["id"])
-    if kind == "WebSocket":
-        return WebSocketAddress("WS", spec.get("host", "127.0.0.1"), spec["port"], spec.get("path", "/"))
-    if kind == "Channel":
-        return ChannelAddress(spec["url"], spec["channel"])
-    raise StepFailed(f"address type {kind!r} cannot be provisioned")
+def _format(exc: BaseException) -> str:
+    return redact("".join(traceback.format_exception(exc)))
 
 
 async def run_scenario(
@@ -372,71 +127,106 @@ async def run_scenario(
     gcd_store: str | None = None,
     on_step: Callable[[StepOutcome], None] = lambda outcome: None,
 ) -> RunResult:
-    """Run one scenario into ``<out_dir>/<scenario name>/`` (replacing an earlier run)."""
-    run_dir = Path(out_dir) / scenario.name
-    if run_dir.exists():
-        shutil.rmtree(run_dir)
-    run_dir.mkdir(parents=True)
+    """Run one scenario into ``<out_dir>/<scenario name>/``.
+
+    An earlier run directory of joynr-sim there is replaced; anything else raises
+    ``RunDirError`` and is left as it is. Set-up failures do not raise: the result's
+    outcome is ``error`` and ``complete`` is false."""
+    run_dir = claim_run_dir(out_dir, scenario.name)
     seed = random.randrange(2**31) if seed is None else seed
     started = time.time()
+    broker = broker or scenario.broker
     result = RunResult(
         scenario=scenario.name,
         path=str(scenario.path) if scenario.path else None,
         run_dir=str(run_dir),
         run_id=f"{scenario.name}-{uuid.uuid4().hex[:12]}",  # unique: the checker keeps runs apart by it
         policy=policy or scenario.policy,
-        broker=broker or scenario.broker,
+        broker=_redacted_broker(broker),
         seed=seed,
         reproduces={"seed": scenario.reproduces.seed, "scenario": scenario.reproduces.scenario},
         started=_iso(started),
         versions=_versions(),
         steps=[StepOutcome(s.index, s.kind, s.title, s.line) for s in scenario.steps],
     )
-    sim = Simulation(
-        run_dir, gbids=list(scenario.backends), broker=result.broker, policy=result.policy,
-        run_id=result.run_id, seed=seed, gcd_store=gcd_store,
-    )
-    trace = TraceWriter(run_dir, result.run_id, "runner", "runner", sim.clock)
+    write_manifest(result)  # from here on the folder is recognisably a run directory
+    sim: Simulation | None = None
+    trace: TraceWriter | None = None
     try:
-        await sim.start()
-        result.brokers = {gbid: sim.brokers.url(gbid) for gbid in sim.gbids}
-        runner = ScenarioRunner(scenario, sim, trace)
-        await runner.build()
-        for step, outcome in zip(scenario.steps, result.steps):
-            t = time.perf_counter()
-            try:
-                await runner.run_step(step)
-                outcome.outcome = "ok"
-            except StepFailed as exc:
-                outcome.outcome, outcome.detail, outcome.context = "failed", str(exc), exc.context
-            except Exception as exc:  # an unexpected error fails the step, with its type
-                outcome.outcome, outcome.detail = "failed", f"{type(exc).__name__}: {exc}"
-            outcome.duration_ms = (time.perf_counter() - t) * 1000
-            trace.emit("step", index=step.index, name=step.title, outcome=outcome.outcome,
-                       detail=outcome.detail, line=step.line)
-            on_step(outcome)
-            if outcome.outcome == "failed":
-                break
+        try:
+            sim = Simulation(run_dir, gbids=list(scenario.backends), broker=broker, policy=result.policy,
+                             run_id=result.run_id, seed=seed, gcd_store=gcd_store)
+            trace = TraceWriter(run_dir, result.run_id, "runner", "runner", sim.clock)
+            await sim.start()
+            result.brokers = {gbid: sim.brokers.url(gbid) for gbid in sim.gbids}
+            runner = ScenarioRunner(scenario, sim)
+            await runner.build()
+        except Exception as exc:
+            text = str(exc) if _is_environment(exc) else f"{type(exc).__name__}: {exc}"
+            raise SetupError(redact(text) or type(exc).__name__) from exc
+        await _run_steps(scenario, runner, trace, result, on_step)
+        result.complete = True
         result.outcome = "failed" if result.failed_step else "passed"
-    except Exception as exc:  # the topology could not be built or torn down
-        result.outcome, result.error = "error", f"{type(exc).__name__}: {exc}"
+    except SetupError as exc:
+        result.outcome, result.error = "error", f"set-up failed: {exc}"
+        if exc.__cause__ is not None and not _is_environment(exc.__cause__):
+            result.traceback = _format(exc.__cause__)
+    except Exception as exc:  # a fault of the runner itself
+        result.outcome, result.error = "error", redact(f"{type(exc).__name__}: {exc}")
+        result.traceback = _format(exc)
+    except BaseException:  # interrupted (Ctrl-C cancels the run): the manifest says so
+        result.outcome, result.error, result.complete = "error", "interrupted", False
+        raise
     finally:
         try:
-            await sim.close()
-        except Exception as exc:
-            if not result.error:
-                result.outcome, result.error = "error", f"teardown: {type(exc).__name__}: {exc}"
-        trace.close()
-        ended = time.time()
-        result.ended, result.duration_s = _iso(ended), ended - started
-        write_manifest(result)
+            if sim is not None:
+                await _teardown(sim, result)
+        finally:
+            if trace is not None:
+                trace.close()
+            ended = time.time()
+            result.ended, result.duration_s = _iso(ended), ended - started
+            write_manifest(result)
     return result
 
 
+async def _run_steps(scenario: Scenario, runner: ScenarioRunner, trace: TraceWriter, result: RunResult,
+                     on_step: Callable[[StepOutcome], None]) -> None:
+    for step, outcome in zip(scenario.steps, result.steps):
+        t = time.perf_counter()
+        try:
+            await runner.run_step(step)
+            outcome.outcome = "ok"
+        except StepFailed as exc:
+            outcome.outcome, outcome.detail, outcome.context = "failed", str(exc), exc.context
+        except Exception as exc:  # an unexpected error fails the step; its traceback is kept
+            outcome.outcome, outcome.detail = "failed", redact(f"{type(exc).__name__}: {exc}")
+            outcome.traceback = _format(exc)
+        outcome.duration_ms = (time.perf_counter() - t) * 1000
+        trace.emit("step", index=step.index, name=step.title, outcome=outcome.outcome,
+                   detail=outcome.detail, line=step.line)
+        on_step(outcome)
+        if outcome.outcome == "failed":
+            break
+
+
+async def _teardown(sim: Simulation, result: RunResult) -> None:
+    try:
+        await sim.close()  # stops everything even when interrupted, then raises
+    except Exception as exc:
+        if not result.error:
+            result.outcome, result.error = "error", redact(f"teardown: {type(exc).__name__}: {exc}")
+            result.traceback = _format(exc)
+    except BaseException:
+        if not result.error:
+            result.outcome, result.error, result.complete = "error", "interrupted", False
+        raise
+
+
 def write_manifest(result: RunResult) -> Path:
-    path = Path(result.run_dir) / RUN_MANIFEST
+    """``run.json``, replaced in one rename so it is never half written."""
+    path = Path(result.run_dir) / MANIFEST
     tmp = path.with_suffix(".tmp")
-    data = asdict(result)
-    tmp.write_text(json.dumps(data, indent=2))
+    tmp.write_text(json.dumps({"generator": GENERATOR, **asdict(result)}, indent=2))
     tmp.replace(path)
     return path

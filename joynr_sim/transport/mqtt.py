@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import socket
+import sys
 from typing import Callable
 
 import paho.mqtt.client as paho
@@ -22,6 +23,15 @@ _conn_ids = itertools.count(1)
 
 def unicast_topic(topic: str) -> str:
     return f"{topic}/low"
+
+
+class MqttConnectError(ConnectionError):
+    """The broker of a GBID could not be connected to: refused, unreachable, or it refused
+    the CONNECT; the message names the GBID and host:port."""
+
+    def __init__(self, gbid: str, host: str, port: int, reason: str) -> None:
+        super().__init__(f"gbid {gbid!r}: cannot connect to MQTT broker {host}:{port}: {reason}")
+        self.gbid, self.host, self.port, self.reason = gbid, host, port, reason
 
 
 class MqttConnection:
@@ -52,6 +62,9 @@ class MqttConnection:
         self._on_disconnected = on_disconnected
         self._on_published = on_published
         self.connected = asyncio.Event()
+        # Why the last attempt to connect failed, until one succeeds.
+        self._failure: str | None = None
+        self._failed = asyncio.Event()
         client = paho.Client(
             CallbackAPIVersion.VERSION2,
             client_id=client_id,
@@ -66,6 +79,7 @@ class MqttConnection:
         client.max_inflight_messages_set(100)
         client.reconnect_delay_set(min_delay=0.05, max_delay=1)  # type: ignore[arg-type]
         client.on_connect = self._paho_connect
+        client.on_connect_fail = self._paho_connect_fail
         client.on_disconnect = self._paho_disconnect
         client.on_message = self._paho_message
         client.on_publish = self._paho_published
@@ -83,6 +97,7 @@ class MqttConnection:
 
     def _paho_connect(self, client, userdata, flags, reason_code, properties) -> None:
         if reason_code.is_failure:
+            self._loop.call_soon_threadsafe(self._connect_failed, f"the broker refused the CONNECT: {reason_code}")
             return
         self._session_present = bool(flags.session_present)
         client.subscribe(f"{self.topic}/#", qos=QOS)
@@ -91,7 +106,19 @@ class MqttConnection:
         # Connected means subscribed: nothing published to us from now on is lost.
         self._loop.call_soon_threadsafe(self._connected, self._session_present)
 
+    def _paho_connect_fail(self, client, userdata) -> None:
+        # paho calls this from the handler of the OSError its connect raised.
+        exc = sys.exc_info()[1]
+        reason = (exc.strerror or str(exc)) if isinstance(exc, OSError) else "connection failed"
+        self._loop.call_soon_threadsafe(self._connect_failed, reason)
+
+    def _connect_failed(self, reason: str) -> None:
+        self._failure = reason
+        self._failed.set()
+
     def _connected(self, session_present: bool) -> None:
+        self._failure = None
+        self._failed.clear()
         self.connected.set()
         self._on_connected(self, session_present)
 
@@ -115,13 +142,19 @@ class MqttConnection:
         self._client.loop_start()
 
     async def wait_connected(self, timeout_s: float) -> None:
+        """Until connected and subscribed; raises MqttConnectError as soon as an attempt
+        fails (refused, unreachable, CONNACK with an error) or after ``timeout_s``.
+        paho keeps retrying in the background either way."""
+        waits = [asyncio.ensure_future(self.connected.wait()), asyncio.ensure_future(self._failed.wait())]
         try:
-            await asyncio.wait_for(self.connected.wait(), timeout_s)
-        except TimeoutError:
-            raise ConnectionError(
-                f"gbid {self.gbid!r}: no CONNACK from {self.host}:{self.port} "
-                f"for client id {self.client_id!r} within {timeout_s}s"
-            ) from None
+            await asyncio.wait(waits, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for wait in waits:
+                wait.cancel()
+        if self.connected.is_set():
+            return
+        reason = self._failure or f"no CONNACK for client id {self.client_id!r} within {timeout_s:g} s"
+        raise MqttConnectError(self.gbid, self.host, self.port, reason)
 
     def publish(self, topic: str, payload: bytes) -> int:
         """Queue a QoS 1 publish; paho sends it now or after the next reconnect. Returns

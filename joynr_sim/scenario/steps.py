@@ -1,0 +1,297 @@
+"""The steps of a scenario, carried out against a running Simulation.
+
+A step either holds or raises ``StepFailed``, whose message says what did not hold and
+whose ``context`` shows the routing entries and the last trace events that matter.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from typing import Any, Callable, Mapping
+
+from ..core.address import ChannelAddress, MqttAddress, WebSocketAddress, WebSocketClientAddress, type_name
+from ..core.discovery import DiscoveryErrorException
+from ..core.errors import ApplicationException, JoynrRuntimeException, JoynrTimeoutException
+from ..core.routing import RoutingEntry
+from ..runtime.base import FOREVER_MS, Proxy, Runtime
+from ..runtime.cluster_controller import ClusterController
+from ..runtime.participants import INTERFACES
+from ..simulation import Simulation
+from ..trace import entry_record, read_events, read_run
+from .model import Scenario, Step, participant_ref, thaw
+
+DEFAULT_WAIT_MS = 10_000
+
+
+class StepFailed(AssertionError):
+    """A step's expectation did not hold; ``context`` carries what helps to see why."""
+
+    def __init__(self, message: str, context: str = "") -> None:
+        super().__init__(message)
+        self.context = context
+
+
+class ScenarioRunner:
+    """Executes one scenario's steps against a running Simulation."""
+
+    def __init__(self, scenario: Scenario, sim: Simulation) -> None:
+        self.scenario = scenario
+        self.sim = sim
+        self.providers: dict[str, tuple[Runtime, str]] = {}  # name -> (runtime, participant id)
+        self.proxies: dict[str, Proxy] = {}
+
+    # -- topology --------------------------------------------------------------------
+    async def build(self) -> None:
+        for spec in self.scenario.runtimes:
+            if spec.is_cluster_controller:
+                await self.sim.cluster_controller(
+                    spec.cc_id or spec.id, list(spec.gbids) or None, runtime_id=spec.id,
+                    old_joynr=spec.old_joynr, detached_timeout_ms=spec.detached_timeout_ms,
+                )
+        for spec in self.scenario.runtimes:
+            if not spec.is_cluster_controller:
+                await self.sim.libjoynr(spec.id, self._cc(spec.cc))
+
+    def _runtime(self, runtime_id: str) -> Runtime:
+        return self.sim.runtimes[runtime_id]
+
+    def _cc(self, runtime_id: str) -> ClusterController:
+        runtime = self._runtime(runtime_id)
+        assert isinstance(runtime, ClusterController)
+        return runtime
+
+    def participant(self, value: str) -> str:
+        name = participant_ref(value)
+        if name is None:
+            return value
+        if name in self.providers:
+            return self.providers[name][1]
+        if name in self.proxies:
+            return self.proxies[name].participant_id
+        raise StepFailed(f"@{name} is not a provider or proxy created so far")
+
+    # -- steps -----------------------------------------------------------------------
+    async def run_step(self, step: Step) -> None:
+        handler: Callable[[Mapping[str, Any]], Any] = getattr(self, f"_step_{step.kind}")
+        await handler(step.args)
+
+    async def _expecting_error(self, args: Mapping[str, Any], action) -> Any:
+        expected = args.get("expect_error")
+        try:
+            result = await action()
+        except (JoynrRuntimeException, DiscoveryErrorException) as exc:
+            name = _error_name(exc)
+            if expected is None:
+                raise StepFailed(f"failed with {name}: {exc}") from None
+            if name != expected:
+                raise StepFailed(f"expected error {expected}, got {name}: {exc}") from None
+            return None
+        if expected is not None:
+            raise StepFailed(f"expected error {expected}, but it succeeded")
+        return result
+
+    async def _step_register(self, a: Mapping[str, Any]) -> None:
+        runtime = self._runtime(a["runtime"])
+        implementation = INTERFACES[a["interface"]]()
+
+        async def register():
+            return await runtime.register_provider(
+                a["domain"], a["interface"], implementation, participant_id=a.get("participant_id"),
+                scope=a.get("scope") or "GLOBAL", gbids=_list(a.get("gbids")),
+            )
+
+        skeleton = await self._expecting_error(a, register)
+        if skeleton is not None:
+            self.providers[a["provider"]] = (runtime, skeleton.participant_id)
+
+    async def _step_unregister(self, a: Mapping[str, Any]) -> None:
+        runtime, pid = self.providers[a["provider"]]
+        await runtime.unregister_provider(pid)
+
+    async def _step_proxy(self, a: Mapping[str, Any]) -> None:
+        runtime = self._runtime(a["runtime"])
+        participant = self.participant(a["participant"]) if a.get("participant") else None
+
+        async def build():
+            return await runtime.discover_proxy(
+                a["interface"], None if participant else a["domain"], participant_id=participant,
+                scope=a.get("scope") or "LOCAL_THEN_GLOBAL", gbids=_list(a.get("gbids")),
+                cache_max_age_ms=a.get("cache_max_age_ms") or 0,
+            )
+
+        proxy = await self._expecting_error(a, build)
+        if proxy is not None:
+            self.proxies[a["name"]] = proxy
+
+    async def _call_once(self, a: Mapping[str, Any]) -> None:
+        proxy = self.proxies[a["proxy"]]
+        expect = dict(a.get("expect") or {"timeout": False})
+        ttl = a.get("ttl_ms") or 10_000
+        try:
+            result = await proxy.call(a["method"], *(a.get("args") or ()), ttl_ms=ttl)
+        except JoynrTimeoutException as exc:
+            if expect.get("timeout"):
+                return
+            raise StepFailed(f"timed out: {exc}", self._context(proxy.provider_participant_id)) from None
+        except JoynrRuntimeException as exc:
+            name = _error_name(exc)
+            if expect.get("error") == name:
+                return
+            raise StepFailed(f"failed with {name}: {exc}", self._context(proxy.provider_participant_id)) from None
+        if expect.get("timeout"):
+            raise StepFailed(f"expected a timeout, got {result!r}", self._context(proxy.provider_participant_id))
+        if "error" in expect:
+            raise StepFailed(f"expected error {expect['error']}, got {result!r}")
+        if "result" in expect and thaw(expect["result"]) != result:
+            raise StepFailed(f"expected result {thaw(expect['result'])!r}, got {result!r}")
+
+    async def _step_call(self, a: Mapping[str, Any]) -> None:
+        await self._call_once(a)
+
+    async def _step_expect_calls(self, a: Mapping[str, Any]) -> None:
+        for _ in range(a["count"]):
+            await self._call_once(a)
+
+    async def _step_one_way(self, a: Mapping[str, Any]) -> None:
+        proxy = self.proxies[a["proxy"]]
+        proxy.one_way(a["method"], *(a.get("args") or ()), ttl_ms=a.get("ttl_ms") or 10_000)
+
+    async def _step_crash(self, a): await self._runtime(a["runtime"]).crash()
+    async def _step_stop(self, a): await self._runtime(a["runtime"]).stop()
+    async def _step_start(self, a): await self._runtime(a["runtime"]).start()
+    async def _step_restart(self, a): await self._runtime(a["runtime"]).restart()
+    async def _step_crash_broker(self, a): await self.sim.brokers.crash_broker(a["gbid"])
+    async def _step_stop_broker(self, a): await self.sim.brokers.stop_broker(a["gbid"])
+    async def _step_start_broker(self, a): await self.sim.brokers.start_broker(a["gbid"])
+    async def _step_restart_broker(self, a): await self.sim.brokers.restart_broker(a["gbid"])
+    async def _step_cut(self, a): await self._cc(a["runtime"]).cut(a["gbid"])
+    async def _step_heal(self, a): await self._cc(a["runtime"]).heal(a["gbid"])
+
+    async def _step_advance(self, a: Mapping[str, Any]) -> None:
+        self.sim.clock.advance(a["ms"])
+        await asyncio.sleep(0)  # let the purges the advance scheduled run
+
+    async def _step_add_route(self, a: Mapping[str, Any]) -> None:
+        runtime = self._runtime(a["runtime"])
+        entry = RoutingEntry(_address(a["address"]), bool(a.get("visible", True)), FOREVER_MS,
+                             bool(a.get("sticky", True)))
+        runtime.table.put(self.participant(a["participant"]), entry, "provisioned")
+
+    async def _step_expect_route(self, a: Mapping[str, Any]) -> None:
+        problem = self._route_problem(a)
+        if problem:
+            raise StepFailed(problem, self._context(self.participant(a["participant"]), a["runtime"]))
+
+    async def _step_expect_gcd(self, a: Mapping[str, Any]) -> None:
+        problem = await self._gcd_problem(a)
+        if problem:
+            raise StepFailed(problem, self._context(self.participant(a["participant"])))
+
+    async def _step_wait(self, a: Mapping[str, Any]) -> None:
+        (what, body), = a["until"].items()
+        timeout_s = (a.get("timeout_ms") or DEFAULT_WAIT_MS) / 1000
+        deadline = time.monotonic() + timeout_s
+        while True:
+            if what == "route":
+                problem = self._route_problem(body)
+            elif what == "gcd":
+                problem = await self._gcd_problem(body)
+            elif what == "event":
+                # Polled: read only the runtime's own file when the condition names one.
+                trace_dir = self.sim.run_dir / "trace"
+                files = ([trace_dir / f"{body['runtime']}.ndjson"] if body.get("runtime")
+                         else sorted(trace_dir.glob("*.ndjson")))
+                seen = [e for f in files for e in read_events(f) if e["ev"] == body["ev"]]
+                want = body.get("count") or 1
+                problem = None if len(seen) >= want else f"{len(seen)} of {want} {body['ev']} events"
+            else:  # connected
+                conn = self._cc(body["runtime"]).mqtt.get(body["gbid"])
+                problem = None if conn is not None and conn.connected.is_set() else \
+                    f"{body['runtime']} is not connected to {body['gbid']}"
+            if problem is None:
+                return
+            if time.monotonic() > deadline:
+                context = self._context(self.participant(body["participant"])) if "participant" in body else ""
+                raise StepFailed(f"not within {timeout_s:g} s: {problem}", context)
+            await asyncio.sleep(0.02)
+
+    # -- expectations ----------------------------------------------------------------
+    def _route_problem(self, a: Mapping[str, Any]) -> str | None:
+        runtime = self._runtime(a["runtime"])
+        pid = self.participant(a["participant"])
+        entry = runtime.table.lookup(pid)
+        want = a["type"]
+        if want == "absent":
+            return None if entry is None else f"{a['runtime']} has a {type_name(entry.address)} route for {pid}"
+        if entry is None:
+            return f"{a['runtime']} has no route for {pid}, expected {want}"
+        problems = []
+        if type_name(entry.address) != want:
+            problems.append(f"type {type_name(entry.address)}, expected {want}")
+        if a.get("gbid") is not None and getattr(entry.address, "broker_uri", None) != a["gbid"]:
+            problems.append(f"gbid {getattr(entry.address, 'broker_uri', None)}, expected {a['gbid']}")
+        if a.get("sticky") is not None and entry.is_sticky != a["sticky"]:
+            problems.append(f"sticky {entry.is_sticky}, expected {a['sticky']}")
+        if a.get("visible") is not None and entry.is_globally_visible != a["visible"]:
+            problems.append(f"visible {entry.is_globally_visible}, expected {a['visible']}")
+        return f"route for {pid} on {a['runtime']}: " + "; ".join(problems) if problems else None
+
+    async def _gcd_problem(self, a: Mapping[str, Any]) -> str | None:
+        pid = self.participant(a["participant"])
+        gcd = next(iter(self.sim.gcds.values()))
+        now = self.sim.clock.now_ms()
+        rows = await gcd.run(lambda g: {
+            r.gbid for r in g.store.all_rows()
+            if r.entry.participant_id == pid and r.entry.expiry_date_ms >= now
+        })
+        wanted = set(a.get("gbids") or self.scenario.backends)
+        present = a.get("present", True)
+        if present and not wanted <= rows:
+            return f"GCD holds {pid} in {sorted(rows) or 'no backend'}, expected {sorted(wanted)}"
+        if not present and wanted & rows:
+            return f"GCD still holds {pid} in {sorted(wanted & rows)}"
+        return None
+
+    def _context(self, participant_id: str, runtime_id: str | None = None) -> str:
+        """The routing entries for the participant everywhere and its last trace events."""
+        lines = ["routing entries:"]
+        for rid, runtime in self.sim.runtimes.items():
+            if runtime_id is not None and rid != runtime_id and runtime.kind == "gcd":
+                continue
+            entry = runtime.table.lookup(participant_id) if runtime.running else None
+            if entry is not None:
+                lines.append(f"  {rid}: {json.dumps(entry_record(entry))}")
+        relevant = [
+            e for e in read_run(self.sim.run_dir)
+            if participant_id in (e.get("participant"), e.get("to"), e.get("from"))
+        ][-8:]
+        lines.append("last trace events:")
+        lines.extend(f"  {json.dumps(e, separators=(',', ':'))}" for e in relevant)
+        return "\n".join(lines)
+
+
+def _list(value: Any) -> list | None:
+    return list(value) if value else None
+
+
+def _error_name(exc: BaseException) -> str:
+    if isinstance(exc, DiscoveryErrorException):
+        return exc.error.value
+    if isinstance(exc, ApplicationException):
+        return exc.error
+    return type(exc).__name__
+
+
+def _address(spec: Mapping[str, Any]):
+    kind = spec["type"]
+    if kind == "Mqtt":
+        return MqttAddress(spec["gbid"], spec["topic"])
+    if kind == "WebSocketClient":
+        return WebSocketClientAddress(spec["id"])
+    if kind == "WebSocket":
+        return WebSocketAddress("WS", spec.get("host", "127.0.0.1"), spec["port"], spec.get("path", "/"))
+    if kind == "Channel":
+        return ChannelAddress(spec["url"], spec["channel"])
+    raise StepFailed(f"address type {kind!r} cannot be provisioned")
