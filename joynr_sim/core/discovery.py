@@ -39,6 +39,8 @@ _ADDRESS_CLASSES = (
     ChannelAddress,
 )
 PROVIDER_SCOPES = ("GLOBAL", "LOCAL")
+# joynr's default expiry of a discovery entry: six weeks after its registration.
+DEFAULT_EXPIRY_MS = 6 * 7 * 24 * 60 * 60 * 1000
 
 
 class DiscoveryScope(enum.Enum):
