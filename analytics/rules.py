@@ -4,15 +4,19 @@ Each policy is an ordered list of clauses (first match wins), each with the seed
 it comes from; the replace clauses of 000 and 002 are matrices of address types. The
 overwrite check expands them into a rule table (one row per runtime kind, existing type,
 new type and flag combination) and joins it against the ``rt.put`` events. Nothing here is
-shared with the simulator: these are the seeds read again.
+shared with the simulator: these are the seeds read again. Only the names the trace uses
+(address types) come from the trace catalogue.
 """
 
 from __future__ import annotations
 
 from itertools import product
 
-TYPES = ("InProcess", "WebSocket", "WebSocketClient", "Mqtt", "Channel")
-KINDS = ("cluster-controller", "libjoynr")
+from trace_schema import vocabulary
+
+# The address types as the trace names them; the matrices below must cover each.
+TYPES = vocabulary("address_type")
+KINDS = ("cluster-controller", "libjoynr")  # the runtimes that hold a routing table
 NONE = "none"  # no existing entry
 
 JUDGED = ("precedence", "local-remote", "gcd-trust")
