@@ -9,7 +9,7 @@ import uuid
 
 import pytest
 
-from gcd_fixtures import POSTGRES_URL, open_postgres, store  # noqa: F401
+from gcd_helpers import POSTGRES_URL, open_postgres
 from joynr_sim.core.address import MqttAddress
 from joynr_sim.core.discovery import GlobalDiscoveryEntry, ProviderQos, Version
 from joynr_sim.store.gcd_store import (
@@ -125,6 +125,7 @@ def test_sqlite_file_is_shared_across_processes(tmp_path):
     store.close()
 
 
+@pytest.mark.postgres
 def test_postgres_stores_with_one_prefix_share_a_table():
     prefix = f"t{uuid.uuid4().hex[:16]}"
     a, b = open_postgres(prefix), open_postgres(prefix)
@@ -138,6 +139,7 @@ def test_postgres_stores_with_one_prefix_share_a_table():
         b.close()
 
 
+@pytest.mark.postgres
 def test_open_gcd_store_chooses_by_url(tmp_path):
     s = open_gcd_store(str(tmp_path / "a.sqlite"))
     assert isinstance(s, SqliteGcdStore)

@@ -22,6 +22,8 @@ from joynr_sim.runtime.participants import (
 from joynr_sim.simulation import Simulation
 from joynr_sim.trace import read_run
 
+pytestmark = pytest.mark.e2e  # every test runs brokers and runtimes
+
 PROVIDER = "echo-provider"
 BROKERS = ["amqtt", "mosquitto"]
 
