@@ -134,7 +134,8 @@ DELETE_CLAUSES: dict[tuple[str, str], list[tuple[str, str, str, str]]] = {
         ("always", "accept", "unregister", "000: 'A provider unregisters The RoutingEntry gets removed'"),
     ],
     ("precedence", "purge"): [
-        ("not_expired", "refuse", "not-expired", "000: 'once this date has passed, the entry can be garbage collected'"),
+        ("not_expired", "refuse", "not-expired",
+         "000: 'once this date has passed, the entry can be garbage collected'"),
         ("old_sticky", "refuse", "sticky",
          "000: 'removes them (if they are not sticky)'"),
         ("always", "accept", "expired", "000: 'A RoutingEntry expires'"),
@@ -143,7 +144,8 @@ DELETE_CLAUSES: dict[tuple[str, str], list[tuple[str, str, str, str]]] = {
         ("always", "accept", "unregister", "002 scenario 3: 'The RoutingEntry gets removed'"),
     ],
     ("local-remote", "purge"): [
-        ("not_expired", "refuse", "not-expired", "002: 'once this date has passed, the entry can be garbage collected'"),
+        ("not_expired", "refuse", "not-expired",
+         "002: 'once this date has passed, the entry can be garbage collected'"),
         ("old_sticky", "refuse", "sticky",
          "002: 'isSticky defines whether this entry is protected against garbage collection'"),
         ("always", "accept", "expired", "002 scenario 7"),

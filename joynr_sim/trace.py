@@ -15,8 +15,9 @@ from __future__ import annotations
 import json
 import os
 import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from trace_schema import EVENTS, SCHEMA_VERSION
 

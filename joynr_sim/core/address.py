@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, Union
+from typing import Any
 
 _PREFIX = "joynr.system.RoutingTypes."
 
@@ -59,9 +59,7 @@ class ChannelAddress:
     channel_id: str
 
 
-Address = Union[
-    InProcessAddress, WebSocketAddress, WebSocketClientAddress, MqttAddress, ChannelAddress
-]
+Address = InProcessAddress | WebSocketAddress | WebSocketClientAddress | MqttAddress | ChannelAddress
 
 
 class AddressType(StrEnum):

@@ -44,10 +44,10 @@ class Origin(StrEnum):
 class Decision:
     outcome: str  # created | replaced | merged | refused
     reason: str
-    entry: "RoutingEntry | None"  # what the table holds afterwards
+    entry: RoutingEntry | None  # what the table holds afterwards
 
 
-def _merged(existing: "RoutingEntry", new: "RoutingEntry") -> "RoutingEntry":
+def _merged(existing: RoutingEntry, new: RoutingEntry) -> RoutingEntry:
     """Seed rule: the longest expiry is kept; sticky if either is sticky."""
     return replace(
         new,
@@ -56,7 +56,7 @@ def _merged(existing: "RoutingEntry", new: "RoutingEntry") -> "RoutingEntry":
     )
 
 
-def _same_routing(existing: "RoutingEntry", new: "RoutingEntry") -> bool:
+def _same_routing(existing: RoutingEntry, new: RoutingEntry) -> bool:
     return existing.address == new.address and existing.is_globally_visible == new.is_globally_visible
 
 
@@ -67,8 +67,8 @@ class Policy:
     def judge_put(
         self,
         runtime_kind: str,
-        existing: "RoutingEntry | None",
-        new: "RoutingEntry",
+        existing: RoutingEntry | None,
+        new: RoutingEntry,
         *,
         origin: Origin,
         own_topics: frozenset[str],
@@ -76,10 +76,10 @@ class Policy:
     ) -> Decision:
         raise NotImplementedError
 
-    def may_remove(self, entry: "RoutingEntry", now_ms: int) -> bool:
+    def may_remove(self, entry: RoutingEntry, now_ms: int) -> bool:
         return not entry.is_sticky
 
-    def may_purge(self, entry: "RoutingEntry", now_ms: int) -> bool:
+    def may_purge(self, entry: RoutingEntry, now_ms: int) -> bool:
         return entry.expiry_date_ms < now_ms and not entry.is_sticky
 
 
@@ -213,7 +213,7 @@ POLICY_NAMES: tuple[str, ...] = tuple(POLICIES)
 DEFAULT_POLICY = PrecedencePolicy.name  # the newest seed's rules
 
 
-def get_policy(policy: "str | Policy") -> Policy:
+def get_policy(policy: str | Policy) -> Policy:
     if isinstance(policy, Policy):
         return policy
     try:

@@ -7,8 +7,8 @@ what the table decided and why.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
-from typing import Callable, Iterable, Iterator
 
 from .address import (
     Address,
@@ -69,7 +69,7 @@ class RoutingTable:
     def __init__(
         self,
         runtime_kind: str,
-        policy: "str | Policy" = DEFAULT_POLICY,
+        policy: str | Policy = DEFAULT_POLICY,
         own_addresses: Iterable[Address] = (),
         known_gbids: Iterable[str] = (),
         gcd_participant_id: str | None = None,
@@ -201,7 +201,7 @@ def _sample_addresses(variant: int) -> dict[AddressType, Address]:
     }
 
 
-def policy_matrix(policy: "str | Policy", runtime_kind: str) -> dict[tuple[str, str], PutResult]:
+def policy_matrix(policy: str | Policy, runtime_kind: str) -> dict[tuple[str, str], PutResult]:
     """What a policy does when a non-sticky entry of one type meets a new, different address
     of another, both with the same visibility: the matrix ``joynr-sim policies`` prints."""
     old, new = _sample_addresses(1), _sample_addresses(2)
