@@ -142,3 +142,43 @@ def test_the_module_size_rule_sees_a_long_module_and_its_reason(tmp_path):
     assert over_limit_without_reason(tmp_path) == {"analytics/long.py"}
     long.write_text(f'"""A module.\n\n{REASON} it must.\n"""\n' + body)
     assert over_limit_without_reason(tmp_path) == set()
+
+
+# -- test tiers -------------------------------------------------------------------------
+
+UNMARKED = '''
+import pytest
+
+from brokers import BrokerSet
+
+
+async def test_unmarked(tmp_path):
+    await BrokerSet(["g"], broker="g=mqtt://127.0.0.1:1", run_dir=tmp_path).start()
+
+
+@pytest.mark.e2e
+async def test_marked(tmp_path):
+    await BrokerSet(["g"], broker="g=mqtt://127.0.0.1:1", run_dir=tmp_path).start()
+
+
+def test_starts_nothing():
+    assert BrokerSet(["g"], broker="g=mqtt://127.0.0.1:1", run_dir=".")
+'''
+
+
+def test_a_test_that_starts_a_broker_without_the_e2e_mark_fails(tmp_path):
+    # An external broker set "starts" without a process: the guard sees the start alone.
+    for name in ("conftest.py", "broker_helpers.py", "gcd_helpers.py"):
+        shutil.copy(ROOT / "tests" / name, tmp_path / name)
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    (tmp_path / "test_tiers.py").write_text(UNMARKED, encoding="utf-8")
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rE", "test_tiers.py"],
+        cwd=tmp_path, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
+        capture_output=True, text=True, timeout=300,
+    )
+    out = result.stdout
+    assert result.returncode == 1, out + result.stderr
+    assert "3 passed, 1 error" in out, out
+    assert "ERROR at teardown of test_unmarked" in out, out
+    assert "started a broker but is not marked e2e" in out, out
