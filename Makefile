@@ -2,7 +2,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTHON ?= python3
 
-.PHONY: setup test demo bench clean
+.PHONY: setup lint test test-fast demo bench clean
 
 setup: $(VENV)/.installed
 
@@ -12,8 +12,18 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q -e '.[dev]'
 	touch $@
 
-test: setup
+# The import contracts and the linter (both configured in pyproject.toml).
+lint: setup
+	$(VENV)/bin/lint-imports
+	$(VENV)/bin/ruff check .
+
+# Everything: the lint, then every tier of tests.
+test: lint
 	$(PY) -m pytest -q
+
+# The tests that start no broker, runtime, Spark or PostgreSQL: a minute, not ten.
+test-fast: setup
+	$(PY) -m pytest -q -m "not e2e and not spark and not postgres"
 
 # The scenario library on the embedded amqtt brokers, then the Spark checks of its traces.
 demo: setup

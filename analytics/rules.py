@@ -4,15 +4,19 @@ Each policy is an ordered list of clauses (first match wins), each with the seed
 it comes from; the replace clauses of 000 and 002 are matrices of address types. The
 overwrite check expands them into a rule table (one row per runtime kind, existing type,
 new type and flag combination) and joins it against the ``rt.put`` events. Nothing here is
-shared with the simulator: these are the seeds read again.
+shared with the simulator: these are the seeds read again. Only the names the trace uses
+(address types) come from the trace catalogue.
 """
 
 from __future__ import annotations
 
 from itertools import product
 
-TYPES = ("InProcess", "WebSocket", "WebSocketClient", "Mqtt", "Channel")
-KINDS = ("cluster-controller", "libjoynr")
+from trace_schema import vocabulary
+
+# The address types as the trace names them; the matrices below must cover each.
+TYPES = vocabulary("address_type")
+KINDS = ("cluster-controller", "libjoynr")  # the runtimes that hold a routing table
 NONE = "none"  # no existing entry
 
 JUDGED = ("precedence", "local-remote", "gcd-trust")
@@ -130,7 +134,8 @@ DELETE_CLAUSES: dict[tuple[str, str], list[tuple[str, str, str, str]]] = {
         ("always", "accept", "unregister", "000: 'A provider unregisters The RoutingEntry gets removed'"),
     ],
     ("precedence", "purge"): [
-        ("not_expired", "refuse", "not-expired", "000: 'once this date has passed, the entry can be garbage collected'"),
+        ("not_expired", "refuse", "not-expired",
+         "000: 'once this date has passed, the entry can be garbage collected'"),
         ("old_sticky", "refuse", "sticky",
          "000: 'removes them (if they are not sticky)'"),
         ("always", "accept", "expired", "000: 'A RoutingEntry expires'"),
@@ -139,7 +144,8 @@ DELETE_CLAUSES: dict[tuple[str, str], list[tuple[str, str, str, str]]] = {
         ("always", "accept", "unregister", "002 scenario 3: 'The RoutingEntry gets removed'"),
     ],
     ("local-remote", "purge"): [
-        ("not_expired", "refuse", "not-expired", "002: 'once this date has passed, the entry can be garbage collected'"),
+        ("not_expired", "refuse", "not-expired",
+         "002: 'once this date has passed, the entry can be garbage collected'"),
         ("old_sticky", "refuse", "sticky",
          "002: 'isSticky defines whether this entry is protected against garbage collection'"),
         ("always", "accept", "expired", "002 scenario 7"),

@@ -1,72 +1,94 @@
-"""Trace schema v1 as an explicit Spark schema: the contract of the README, field by field.
+"""The explicit Spark schema of the trace, derived from the event catalogue.
 
-Fields whose JSON type differs between event families are read as strings (Spark keeps
-the raw JSON text of a non-string value): ``resent`` is a bool in ``msg.out`` and a count in
-``link.resume``; ``result`` is a list of objects in ``gcd.lookup`` and of ids in ``lcd.*``;
-``detail`` may be text or an object.
+The catalogue (``trace_schema/events.json``) declares every event and field with its JSON
+type; this module chooses the columns the checks read and gives each the Spark type its
+declarations imply. A field whose JSON type differs between event families is read as a
+string (Spark keeps the raw JSON text of a non-string value): ``resent`` is a bool in
+``msg.out`` and a count in ``link.resume``; ``result`` is a list of objects in ``gcd.lookup``
+and of ids in ``lcd.*``; ``participant`` is a list in ``gcd.remove`` for ``remove_old``.
+Fields no check reads (``durability``, ``line``, ...) are not columns.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 from pyspark.sql import types as T
 
-SCHEMA_VERSION = 1
+from trace_schema import EVENTS, SCHEMA_VERSION, catalogue, resolve
 
-EVENTS = frozenset(
-    {
-        "msg.out", "msg.in", "msg.deliver", "msg.queue", "msg.drop",
-        "rt.put", "rt.remove", "rt.purge",
-        "gcd.add", "gcd.lookup", "gcd.remove", "gcd.remove_stale", "gcd.touch",
-        "lcd.register", "lcd.unregister", "lcd.lookup", "lcd.touch", "lcd.remove_stale",
-        "link.attach", "link.detach", "link.steal", "link.resume", "link.recover",
-        "link.expire", "link.store", "link.takeover-storm",
-        "life.start", "life.stop", "life.crash", "life.restart",
-        "step",
-    }
-)
+__all__ = [
+    "COLUMNS", "ENTRY", "EVENTS", "FIELD_NAMES", "GCD_RESULT", "REQUIRED", "SCHEMA_VERSION",
+    "TRACE_V1", "spark_type",
+]
 
 # Fields without which an event cannot be placed in a run, a runtime and an order.
 REQUIRED = ("v", "ts", "seq", "run", "rt", "ev")
 
-_S, _L, _I, _B = T.StringType(), T.LongType(), T.IntegerType(), T.BooleanType()
-
-ENTRY = T.StructType(
-    [
-        T.StructField("type", _S),
-        T.StructField("addr", _S),
-        T.StructField("visible", _B),
-        T.StructField("expiry", _L),
-        T.StructField("sticky", _B),
-    ]
-)
-
-GCD_RESULT = T.ArrayType(
-    T.StructType([T.StructField("participant", _S), T.StructField("gbid", _S)])
-)
-
-_FIELDS: list[tuple[str, T.DataType]] = [
+# The columns the checks read, in this order.
+COLUMNS = (
     # common
-    ("v", _I), ("ts", _L), ("seq", _L), ("run", _S), ("rt", _S), ("kind", _S), ("ev", _S),
+    "v", "ts", "seq", "run", "rt", "kind", "ev",
     # msg.*
-    ("msg", _S), ("type", _S), ("from", _S), ("to", _S), ("hops", _I), ("via", _S),
-    ("addr_type", _S), ("target", _S), ("gbid", _S), ("corr", _S), ("resent", _S),
-    ("reason", _S),
+    "msg", "type", "from", "to", "hops", "via", "addr_type", "target", "gbid", "corr", "resent",
+    "reason",
     # rt.*
-    ("participant", _S), ("policy", _S), ("outcome", _S), ("origin", _S),
-    ("old", ENTRY), ("new", ENTRY), ("entry", ENTRY),
+    "participant", "policy", "outcome", "origin", "old", "new", "entry",
     # gcd.*, lcd.*
-    ("op", _S), ("gbids", T.ArrayType(_S)), ("cc", _S), ("error", _S),
-    ("domains", T.ArrayType(_S)), ("interface", _S), ("result", _S),
-    ("removed", T.ArrayType(T.ArrayType(_S))), ("max_last_seen", _L),
-    ("participants", T.ArrayType(_S)), ("scope", _S),
+    "op", "gbids", "cc", "error", "domains", "interface", "result", "removed", "max_last_seen",
+    "participants", "scope",
     # link.*
-    ("client_id", _S), ("conn", _S), ("mode", _S), ("closed", _B), ("victim", _S),
-    ("settled", _S), ("detail", _S), ("runtimes", T.ArrayType(_S)), ("count", _L),
-    ("window_ms", _L),
+    "client_id", "conn", "mode", "closed", "victim", "settled", "detail", "runtimes", "count",
+    "window_ms",
     # life.*, step
-    ("target_kind", _S), ("own_topics", T.ArrayType(_S)), ("port", _I),
-    ("index", _I), ("name", _S),
-]
+    "target_kind", "own_topics", "port", "index", "name",
+)
 
-TRACE_V1 = T.StructType([T.StructField(name, dtype) for name, dtype in _FIELDS])
-FIELD_NAMES = tuple(name for name, _ in _FIELDS)
+_PRIMITIVES: dict[str, T.DataType] = {
+    "string": T.StringType(), "boolean": T.BooleanType(), "integer": T.LongType(),
+}
+
+
+def spark_type(spec: dict[str, Any]) -> T.DataType | None:
+    """The Spark type of one declared field; None for a field that is always null."""
+    spec = resolve(spec)
+    declared = spec["type"] if isinstance(spec["type"], list) else [spec["type"]]
+    types = [t for t in declared if t != "null"]
+    if not types:
+        return None
+    if len(types) > 1:
+        return T.StringType()  # one field, several JSON types: keep the raw text
+    kind = types[0]
+    if kind == "integer" and spec.get("format") == "int32":
+        return T.IntegerType()
+    if kind in _PRIMITIVES:
+        return _PRIMITIVES[kind]
+    if kind == "array":
+        return T.ArrayType(spark_type(spec["items"]) or T.StringType())
+    if kind == "object":
+        return T.StructType(
+            [T.StructField(name, spark_type(sub) or T.StringType())
+             for name, sub in spec["properties"].items()]
+        )
+    raise ValueError(f"trace catalogue: field type {kind!r} has no Spark type")
+
+
+def _column_type(name: str) -> T.DataType:
+    """One type for a field across every event that declares it."""
+    cat = catalogue()
+    specs = [cat["common"][name]] if name in cat["common"] else []
+    specs += [e["fields"][name] for e in cat["events"].values() if name in e["fields"]]
+    if not specs:
+        raise ValueError(f"trace catalogue: no event declares the column {name!r}")
+    found: list[T.DataType] = []
+    for spec in specs:
+        dtype = spark_type(spec)
+        if dtype is not None and dtype not in found:
+            found.append(dtype)
+    return found[0] if len(found) == 1 else T.StringType()
+
+
+ENTRY = spark_type(catalogue()["$defs"]["entry"])
+GCD_RESULT = spark_type(catalogue()["$defs"]["gcd_result"])
+TRACE_V1 = T.StructType([T.StructField(name, _column_type(name)) for name in COLUMNS])
+FIELD_NAMES = COLUMNS

@@ -17,7 +17,7 @@ Sessions: amqtt keeps them in memory, so a broker stop or crash loses every pers
 session and queued message; Mosquitto persists them in the run directory (see
 ``brokers.mosquitto``). Either way a persistent session survives a *client's* crash.
 
-This module is longer than most: it is one class, the lifecycle of a set of broker
+Longer than 400 lines because it is one class, the lifecycle of a set of broker
 processes (ports, locks, start, stop, crash, restart and their trace events), which reads
 best in one place. Parsing the choice (``spec``) and probing a broker (``probe``) live apart.
 """
@@ -241,7 +241,7 @@ class BrokerSet:
         where = f"gbid {gbid!r}: external broker {external.url()}"
         try:
             code = await asyncio.wait_for(probe(external.host, external.port, packet), PROBE_TIMEOUT_S)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             raise BrokerError(f"{where}: no CONNACK within {PROBE_TIMEOUT_S:g} s") from None
         except (OSError, asyncio.IncompleteReadError) as exc:
             raise BrokerError(f"{where} cannot be reached: {reason(exc)}") from None
@@ -404,7 +404,7 @@ class BrokerSet:
                 )
             try:
                 code = await asyncio.wait_for(probe(b.host, b.port, packet), PROBE_TIMEOUT_S)
-            except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError) as exc:
+            except (TimeoutError, OSError, asyncio.IncompleteReadError) as exc:
                 last_error = f"{type(exc).__name__}: {exc}"
             else:
                 if code == 0:
@@ -429,7 +429,7 @@ class BrokerSet:
                 b.process.terminate()
             try:
                 await asyncio.wait_for(b.process.wait(), STOP_TIMEOUT_S)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 await self._kill(b)
             self._reap(b)
             self._emit("life.stop", b)

@@ -12,8 +12,8 @@ value; a password never appears in it, nor in ``BrokerSpec.redacted()``.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Iterable
 from urllib.parse import unquote, urlsplit
 
 KINDS = ("amqtt", "mosquitto")

@@ -5,6 +5,10 @@ Runtimes share a millisecond clock, so events of different runtimes within one m
 cannot be ordered by time. A message's own events are ordered by its hop counter first:
 a runtime records ``msg.in`` with the counter as received and everything after it with the
 counter plus one, so the counter orders the hops even where the clock cannot.
+
+Longer than 400 lines because its four views of one run (a message, a participant, a
+runtime, the summary) share the loading, the hop ordering and the formatting helpers;
+each view is one section below.
 """
 
 from __future__ import annotations
@@ -12,9 +16,10 @@ from __future__ import annotations
 import difflib
 import os
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from rich.console import Console, Group
 from rich.table import Table
@@ -369,7 +374,8 @@ def render_runtime(run: Run, runtime: str) -> Group:
         parts.append(timeline)
     lost = [m for m in _message_ids(e for e in events) if not _reached(run, m)]
     if lost:
-        parts.append(_messages_table(run, lost, f"messages through {runtime} that did not reach their target"))
+        title = f"messages through {runtime} that did not reach their target"
+        parts.append(_messages_table(run, lost, title))
     return Group(*parts)
 
 

@@ -14,21 +14,22 @@ from __future__ import annotations
 
 import inspect
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Callable
+from typing import Any
 
 from brokers import BrokerSet
 
 from .clock import SimClock
 from .core.address import Address
+from .core.links import LinkRegistry
 from .runtime.base import Runtime
 from .runtime.cluster_controller import ClusterController
-from .core.links import LinkRegistry
 from .runtime.discovery import GCD_TOPIC
 from .runtime.gcd_service import GcdService
-from .runtime.sessions import open_link_registry
 from .runtime.libjoynr import LibjoynrRuntime
+from .runtime.sessions import open_link_registry
 from .trace import TraceWriter
 
 
@@ -66,7 +67,7 @@ class Simulation:
         self.gcds: dict[str, GcdService] = {}
         self._link_registries: dict[str, LinkRegistry] = {}
 
-    async def __aenter__(self) -> "Simulation":
+    async def __aenter__(self) -> Simulation:
         await self.start()
         return self
 

@@ -19,8 +19,8 @@ name it in a conftest: ``pytest_plugins = ["joynr_sim.testing"]``. Fixtures:
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
-from typing import AsyncIterator, Awaitable, Callable
 
 import pytest_asyncio
 

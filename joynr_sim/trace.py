@@ -6,7 +6,8 @@ the runtime loses no event it had already recorded. Readers tolerate a torn last
 
 Common fields: ``v`` (schema version), ``ts`` (simulated epoch ms), ``seq`` (per
 runtime, from 0), ``run`` (run id), ``rt`` (runtime id), ``kind`` (runtime kind), ``ev``.
-The README documents every event field by field.
+Every event name and field is declared in the catalogue ``trace_schema/events.json``,
+which the checker reads too; an event name not in it is refused here.
 """
 
 from __future__ import annotations
@@ -14,26 +15,14 @@ from __future__ import annotations
 import json
 import os
 import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
+
+from trace_schema import EVENTS, SCHEMA_VERSION
 
 from .core.address import describe, type_name
 from .core.routing import RoutingDecision, RoutingEntry
-
-SCHEMA_VERSION = 1
-
-EVENTS = frozenset(
-    {
-        "msg.out", "msg.in", "msg.deliver", "msg.queue", "msg.drop",
-        "rt.put", "rt.remove", "rt.purge",
-        "gcd.add", "gcd.lookup", "gcd.remove", "gcd.remove_stale", "gcd.touch",
-        "lcd.register", "lcd.unregister", "lcd.lookup", "lcd.touch", "lcd.remove_stale",
-        "link.attach", "link.detach", "link.steal", "link.resume", "link.recover",
-        "link.expire", "link.store", "link.takeover-storm",
-        "life.start", "life.stop", "life.crash", "life.restart",
-        "step",
-    }
-)
 
 
 def entry_record(entry: RoutingEntry | None) -> dict[str, Any] | None:

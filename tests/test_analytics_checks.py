@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 from analytics.checks import CHECKS
-
-from analytics_fixtures import RunBuilder, check, entry, keys, spark, wire  # noqa: F401
+from analytics_helpers import RunBuilder, check, entry, keys, wire
 
 CC = [("lib-1", "ws"), ("cc-1", "mqtt"), ("cc-2", "ws"), ("lib-2", "ws")]
 BACK = [("lib-2", "ws"), ("cc-2", "mqtt"), ("cc-1", "ws"), ("lib-1", "ws")]

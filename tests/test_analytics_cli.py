@@ -6,8 +6,7 @@ import json
 from xml.etree import ElementTree as ET
 
 from analytics.app import main
-
-from analytics_fixtures import RunBuilder, entry, spark, wire  # noqa: F401
+from analytics_helpers import RunBuilder, entry, wire
 
 PATH = [("lib-1", "ws"), ("cc-1", "mqtt"), ("cc-2", "ws"), ("lib-2", "ws")]
 

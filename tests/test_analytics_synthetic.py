@@ -8,8 +8,6 @@ from analytics.inputs import find_runs
 from analytics.runner import check_runs
 from analytics.synthetic import CHECK_NAMES, generate
 
-from analytics_fixtures import spark  # noqa: F401
-
 
 def test_planted_violations_are_found_and_nothing_else(spark, tmp_path):
     key = generate(tmp_path / "runs", events=4000, runs=2, workers=1)

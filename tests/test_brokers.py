@@ -16,12 +16,22 @@ from pathlib import Path
 
 import paho.mqtt.client as mqtt
 import pytest
-from broker_fixtures import BrokerFactory, amqtt_brokers, mosquitto_brokers  # noqa: F401
 
-from brokers import BrokerError, BrokerSet, BrokerSpecError, ExternalBroker, MosquittoNotFound, mosquitto, parse_broker
+from broker_helpers import BrokerFactory
+from brokers import (
+    BrokerError,
+    BrokerSet,
+    BrokerSpecError,
+    ExternalBroker,
+    MosquittoNotFound,
+    mosquitto,
+    parse_broker,
+)
 from brokers.broker_set import PASSWORD_ENV
 from joynr_sim.trace import TraceWriter, read_events
 from joynr_sim.transport.mqtt import MqttConnectError, MqttConnection
+
+pytestmark = pytest.mark.e2e  # broker processes
 
 WAIT_S = 15.0  # upper bound for any single broker round trip on a loaded machine
 KINDS = ["amqtt", "mosquitto"]

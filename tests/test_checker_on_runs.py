@@ -10,7 +10,6 @@ import pytest
 
 from analytics.inputs import find_runs
 from analytics.runner import check_runs
-from analytics_fixtures import spark  # noqa: F401
 from joynr_sim.core.address import MqttAddress
 from joynr_sim.core.errors import JoynrTimeoutException
 from joynr_sim.core.policies import Decision, PrecedencePolicy
@@ -19,6 +18,8 @@ from joynr_sim.runtime.participants import EchoProvider
 from joynr_sim.scenario import load_scenario
 from joynr_sim.scenario.runner import run_scenario
 from joynr_sim.simulation import Simulation
+
+pytestmark = pytest.mark.e2e  # simulated runs, then the checker (spark: by its fixture)
 
 LIBRARY = Path(__file__).resolve().parent.parent / "scenarios"
 CHECKS = ["routing-loop", "overwrite-violation", "lost-message"]

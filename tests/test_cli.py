@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from analytics_fixtures import RunBuilder, spark, wire  # noqa: F401
 
+from analytics_helpers import RunBuilder, wire
 from joynr_sim.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -13,6 +13,8 @@ from joynr_sim.runtime.participants import EchoProvider
 from joynr_sim.simulation import Simulation
 from test_runtime_e2e import events, until
 
+pytestmark = pytest.mark.e2e  # every test runs brokers and runtimes
+
 GBIDS = ["gbid1", "gbid2"]
 
 

@@ -14,7 +14,7 @@ import uuid
 import psycopg
 import pytest
 
-from gcd_fixtures import POSTGRES_URL, open_postgres
+from gcd_helpers import POSTGRES_URL, open_postgres
 from joynr_sim.core.address import MqttAddress
 from joynr_sim.core.discovery import GlobalDiscoveryEntry, ProviderQos, Version
 from joynr_sim.core.gcd_store import GcdRow, InMemoryGcdStore
@@ -157,6 +157,7 @@ def test_sqlite_file_is_shared_across_processes(tmp_path):
     store.close()
 
 
+@pytest.mark.postgres
 def test_postgres_stores_with_one_prefix_share_a_table():
     prefix = f"t{uuid.uuid4().hex[:16]}"
     a, b = open_postgres(prefix), open_postgres(prefix)
@@ -170,6 +171,7 @@ def test_postgres_stores_with_one_prefix_share_a_table():
         b.close()
 
 
+@pytest.mark.postgres
 def test_open_gcd_store_chooses_by_url(tmp_path):
     s = open_gcd_store(str(tmp_path / "a.sqlite"))
     assert isinstance(s, SqliteGcdStore)

@@ -18,8 +18,8 @@ from joynr_sim.core.address import (
 )
 from joynr_sim.core.limits import WireLimits
 from joynr_sim.core.message import (
-    InvalidMessage,
     MESSAGE_TYPES,
+    InvalidMessage,
     JoynrMessage,
     MessageDecodeError,
     decode,

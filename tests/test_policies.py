@@ -12,7 +12,14 @@ from joynr_sim.core.address import (
     WebSocketAddress,
     WebSocketClientAddress,
 )
-from joynr_sim.core.policies import POLICIES, Policy, get_policy
+from joynr_sim.core.policies import (
+    DEFAULT_POLICY,
+    POLICIES,
+    POLICY_NAMES,
+    Origin,
+    Policy,
+    get_policy,
+)
 from joynr_sim.core.routing import RoutingEntry, RoutingTable
 
 CC = "cluster-controller"
@@ -235,6 +242,19 @@ def test_policy_names():
         assert RoutingTable(LJ, policy=name).policy.name == name
         # A policy object is used as given.
         assert RoutingTable(LJ, policy=policy).policy is policy
+
+
+def test_gcd_trust_trusts_the_gcd_origin_as_enum_or_plain_value():
+    for origin in (Origin.GCD, "gcd"):
+        _, result = run_put("gcd-trust", CC, E(MQ1, 9_000), E(MQ2, 2_000), origin)
+        assert result.outcome == "replaced" and result.reason == "from-gcd"
+    with pytest.raises(ValueError, match="origin: unknown routing-entry origin 'GCD '"):
+        run_put("gcd-trust", CC, E(MQ1, 9_000), E(MQ2, 2_000), "GCD ")
+
+
+def test_policy_names_and_default_are_the_policies_own():
+    assert POLICY_NAMES == tuple(POLICIES) and DEFAULT_POLICY == "precedence"
+    assert RoutingTable(CC).policy.name == DEFAULT_POLICY
 
 
 @pytest.mark.parametrize("name", ["Precedence", "lww", "", None, ["precedence"]])

@@ -5,6 +5,15 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
+from joynr_sim.core.actions import (
+    Deliver,
+    Drop,
+    LearnRoute,
+    Queue,
+    Received,
+    Resolve,
+    Send,
+)
 from joynr_sim.core.address import (
     InProcessAddress,
     MqttAddress,
@@ -12,17 +21,7 @@ from joynr_sim.core.address import (
     WebSocketClientAddress,
 )
 from joynr_sim.core.message import ONE_WAY, REPLY, REQUEST, JoynrMessage, encode
-from joynr_sim.core.router import (
-    CcMessageRouter,
-    Deliver,
-    Drop,
-    LearnRoute,
-    LibJoynrMessageRouter,
-    Queue,
-    Received,
-    Resolve,
-    Send,
-)
+from joynr_sim.core.router import CcMessageRouter, LibJoynrMessageRouter
 from joynr_sim.core.routing import RoutingEntry, RoutingTable
 
 NOW = 1_000_000

@@ -19,7 +19,13 @@ from joynr_sim.core.address import (
     WebSocketAddress,
     WebSocketClientAddress,
 )
-from joynr_sim.core.routing import PutResult, RoutingDecision, RoutingEntry, RoutingTable
+from joynr_sim.core.routing import (
+    Origin,
+    PutResult,
+    RoutingDecision,
+    RoutingEntry,
+    RoutingTable,
+)
 
 CC = "cluster-controller"
 LJ = "libjoynr"
@@ -368,6 +374,10 @@ def _bad_puts():
     yield "address a dict", ("p", RoutingEntry({"topic": "t"}, False, 10)), "address"
     yield "entry a bare address", ("p", ADDRESSES["Mqtt"][0]), "entry"
     yield "entry None", ("p", None), "entry"
+    # A misspelt origin would silently change what gcd-trust decides.
+    yield "origin misspelt", ("p", good, "gdc"), "origin: unknown routing-entry origin 'gdc'"
+    yield "origin in capitals", ("p", good, "GCD"), "origin: .*'GCD'"
+    yield "origin None", ("p", good, None), "origin: .*None"
 
 
 @pytest.mark.parametrize("args, field", [c[1:] for c in _bad_puts()],
@@ -382,6 +392,17 @@ def test_bad_put_raises_value_error_naming_the_field_and_changes_nothing(args, f
         table.put(*args)
     assert table.items() == [("p", existing)]
     assert seen == []
+
+
+def test_origin_is_accepted_as_the_enum_or_its_plain_value_and_reported_as_the_enum():
+    table = make_table(CC)
+    seen: list[RoutingDecision] = []
+    table.add_listener(seen.append)
+    table.put("p", RoutingEntry(ADDRESSES["Mqtt"][0], False, 10), origin="routing-provider")
+    table.put("q", RoutingEntry(ADDRESSES["Mqtt"][1], False, 10), origin=Origin.REPLY_TO)
+    table.put("r", RoutingEntry(ADDRESSES["Channel"][0], False, 10))
+    assert [d.origin for d in seen] == [Origin.ROUTING_PROVIDER, Origin.REPLY_TO, Origin.LOCAL]
+    assert all(type(d.origin) is Origin for d in seen)
 
 
 # -- properties: random operation sequences under precedence -----------------------------
@@ -411,7 +432,7 @@ class PrecedenceMachine(RuleBasedStateMachine):
         visible=st.booleans(),
         expiry=st.integers(0, 200),
         sticky=st.booleans(),
-        origin=st.sampled_from(["provisioned", "registration", "gcd", "reply-to", "local"]),
+        origin=st.sampled_from(list(Origin)),
     )
     def put(self, pid, address, visible, expiry, sticky, origin):
         before = dict(self.snapshot())

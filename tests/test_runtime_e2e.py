@@ -13,14 +13,16 @@ from paho.mqtt.enums import CallbackAPIVersion
 from joynr_sim.core.address import MqttAddress
 from joynr_sim.core.message import JoynrMessage, encode
 from joynr_sim.runtime.participants import (
+    AddProvider,
     ApplicationException,
     EchoProvider,
-    AddProvider,
     JoynrTimeoutException,
     MethodInvocationException,
 )
 from joynr_sim.simulation import Simulation
 from joynr_sim.trace import read_run
+
+pytestmark = pytest.mark.e2e  # every test runs brokers and runtimes
 
 PROVIDER = "echo-provider"
 BROKERS = ["amqtt", "mosquitto"]

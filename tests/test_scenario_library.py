@@ -14,6 +14,8 @@ from joynr_sim.scenario import load_scenario
 from joynr_sim.scenario.runner import RunResult, run_scenario
 from joynr_sim.trace import read_run
 
+pytestmark = pytest.mark.e2e  # scenarios run on real brokers
+
 LIBRARY = Path(__file__).resolve().parent.parent / "scenarios"
 SEEDS = (
     "000_65e83c7f1cb84fd7.txt", "001_2030eddcb973837f.txt", "002_ed27daa13e583359.txt",

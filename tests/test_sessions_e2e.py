@@ -10,6 +10,8 @@ from joynr_sim.simulation import Simulation
 from joynr_sim.store.outbox import OUTGOING
 from test_runtime_e2e import events, until
 
+pytestmark = pytest.mark.e2e  # every test runs brokers and runtimes
+
 BROKERS = ["amqtt", "mosquitto"]
 
 

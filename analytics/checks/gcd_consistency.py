@@ -82,7 +82,9 @@ def compute(ctx: CheckContext) -> CheckOutput:
         .groupBy("run", "rt", "seq")
         .agg(
             F.sort_array(F.collect_set(F.struct("participant", "gbid"))).alias("stale"),
-            F.collect_list(F.struct(F.col("rm.rt").alias("rt"), F.col("rm.seq").alias("seq"))).alias("rm_refs"),
+            F.collect_list(
+                F.struct(F.col("rm.rt").alias("rt"), F.col("rm.seq").alias("seq"))
+            ).alias("rm_refs"),
         )
     )
 
@@ -120,7 +122,10 @@ def compute(ctx: CheckContext) -> CheckOutput:
                 F.col("stale").alias("removed_registrations"), "problems",
             )
         ),
-        refs=F.concat(F.array(F.struct("rt", "seq")), F.coalesce(F.col("rm_refs"), F.array().cast("array<struct<rt:string,seq:bigint>>"))),
+        refs=F.concat(
+            F.array(F.struct("rt", "seq")),
+            F.coalesce(F.col("rm_refs"), F.array().cast("array<struct<rt:string,seq:bigint>>")),
+        ),
     )
     return CheckOutput(out)
 

@@ -52,7 +52,10 @@ def compute(ctx: CheckContext) -> CheckOutput:
         by_conn.select(*akey, "end_ts", "end_rt", "end_seq", "ev")
         .unionByName(by_runtime.select(*akey, "end_ts", "end_rt", "end_seq", "ev"))
         .groupBy(*akey)
-        .agg(F.min_by(F.struct("end_ts", "end_rt", "end_seq", "ev"), F.struct("end_ts", "end_seq")).alias("end"))
+        .agg(
+            F.min_by(F.struct("end_ts", "end_rt", "end_seq", "ev"), F.struct("end_ts", "end_seq"))
+            .alias("end")
+        )
     )
     run_end = ctx.events.groupBy("run").agg(F.max("ts").alias("run_end"))
     intervals = (

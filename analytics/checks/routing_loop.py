@@ -26,7 +26,6 @@ from pyspark.sql import functions as F
 from .base import Check, CheckContext, CheckOutput, key, violations
 
 
-
 def _rank() -> F.Column:
     """Within one millisecond and hop count: a send before its receipt, then the rest."""
     return F.when(F.col("ev") == "msg.out", 0).when(F.col("ev") == "msg.in", 1).otherwise(2)
@@ -115,7 +114,14 @@ def compute(ctx: CheckContext) -> CheckOutput:
         )
     )
     result = loops.join(entries, ["run", "msg"], "left").withColumn(
-        "entries", F.coalesce(F.col("entries"), F.array().cast("array<struct<rt:string,seq:bigint,ts:bigint,outcome:string,type:string,addr:string,offered:string>>"))
+        "entries",
+        F.coalesce(
+            F.col("entries"),
+            F.array().cast(
+                "array<struct<rt:string,seq:bigint,ts:bigint,outcome:string,type:string,"
+                "addr:string,offered:string>>"
+            ),
+        ),
     )
     cycle_text = F.when(
         F.col("j").isNotNull(),

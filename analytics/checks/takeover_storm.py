@@ -42,7 +42,9 @@ def compute(ctx: CheckContext) -> CheckOutput:
         )
         .filter(F.col("burst") >= n)
     )
-    conns = bursts.select("run", "gbid", "client_id", F.explode(F.array_union("conns", "victims")).alias("conn"))
+    conns = bursts.select(
+        "run", "gbid", "client_id", F.explode(F.array_union("conns", "victims")).alias("conn")
+    )
     stealers = (
         conns.join(owners, ["run", "conn"])
         .groupBy("run", "gbid", "client_id")

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, Union
+from enum import StrEnum
+from typing import Any
 
 _PREFIX = "joynr.system.RoutingTypes."
 
@@ -58,20 +59,30 @@ class ChannelAddress:
     channel_id: str
 
 
-Address = Union[
-    InProcessAddress, WebSocketAddress, WebSocketClientAddress, MqttAddress, ChannelAddress
-]
+Address = InProcessAddress | WebSocketAddress | WebSocketClientAddress | MqttAddress | ChannelAddress
 
-# Short type names used by the routing rules, the trace and the checker.
-TYPE_NAMES: dict[type, str] = {
-    InProcessAddress: "InProcess",
-    WebSocketAddress: "WebSocket",
-    WebSocketClientAddress: "WebSocketClient",
-    MqttAddress: "Mqtt",
-    ChannelAddress: "Channel",
+
+class AddressType(StrEnum):
+    """The short type names the routing rules, the trace and the checker use. A member is a
+    str: it equals, hashes and serialises as its plain name."""
+
+    IN_PROCESS = "InProcess"
+    WEB_SOCKET = "WebSocket"
+    WEB_SOCKET_CLIENT = "WebSocketClient"
+    MQTT = "Mqtt"
+    CHANNEL = "Channel"
+
+
+TYPE_NAMES: dict[type, AddressType] = {
+    InProcessAddress: AddressType.IN_PROCESS,
+    WebSocketAddress: AddressType.WEB_SOCKET,
+    WebSocketClientAddress: AddressType.WEB_SOCKET_CLIENT,
+    MqttAddress: AddressType.MQTT,
+    ChannelAddress: AddressType.CHANNEL,
 }
-ADDRESS_TYPES: tuple[str, ...] = tuple(TYPE_NAMES.values())
-REMOTE_TYPES = frozenset({"Mqtt", "Channel"})
+ADDRESS_TYPES: tuple[AddressType, ...] = tuple(TYPE_NAMES.values())
+# Addresses behind a broker or a bounce proxy; the others are local to the runtime's host.
+REMOTE_TYPES = frozenset({AddressType.MQTT, AddressType.CHANNEL})
 
 # (python field, JSON field, python type) per serialisable address class.
 _FIELDS: dict[type, tuple[tuple[str, str, type], ...]] = {
@@ -91,7 +102,7 @@ _FIELDS: dict[type, tuple[tuple[str, str, type], ...]] = {
 _BY_TYPE_NAME = {_PREFIX + cls.__name__: cls for cls in _FIELDS}
 
 
-def type_name(address: Address) -> str:
+def type_name(address: Address) -> AddressType:
     """The short type name: InProcess, WebSocket, WebSocketClient, Mqtt or Channel."""
     try:
         return TYPE_NAMES[type(address)]

@@ -15,10 +15,10 @@ JSON string (``{"_typeName": "joynr.system.RoutingTypes.MqttAddress", ...}``).
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Mapping, Sequence
+from typing import Any
 
-from .errors import ProviderRuntimeException  # noqa: F401  (raised by the old GCD methods)
 from .address import (
     Address,
     AddressError,
@@ -30,6 +30,7 @@ from .address import (
 )
 from .address import from_json as address_from_json
 from .address import to_json as address_to_json
+from .errors import ProviderRuntimeException  # noqa: F401  (raised by the old GCD methods)
 
 _ADDRESS_CLASSES = (
     InProcessAddress,
@@ -39,6 +40,8 @@ _ADDRESS_CLASSES = (
     ChannelAddress,
 )
 PROVIDER_SCOPES = ("GLOBAL", "LOCAL")
+# joynr's default expiry of a discovery entry: six weeks after its registration.
+DEFAULT_EXPIRY_MS = 6 * 7 * 24 * 60 * 60 * 1000
 
 
 class DiscoveryScope(enum.Enum):

@@ -31,8 +31,9 @@ caller's order) where it is.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 from .address import MqttAddress
 from .discovery import (

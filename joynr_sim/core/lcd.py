@@ -25,8 +25,9 @@ when ``now - cached_at_ms <= cache_max_age_ms`` and its expiry date has not pass
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any
 
 from .address import MqttAddress
 from .discovery import (

@@ -72,7 +72,7 @@ class JoynrMessage:
     custom_headers: tuple[tuple[str, str], ...] = ()
     hops: int = 0
 
-    def with_hop(self) -> "JoynrMessage":
+    def with_hop(self) -> JoynrMessage:
         return replace(self, hops=self.hops + 1)
 
     def header(self, name: str) -> str | None:

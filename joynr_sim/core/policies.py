@@ -14,9 +14,10 @@ everything they need (runtime kind, the runtime's own MQTT topics, the time).
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from enum import StrEnum
 from typing import TYPE_CHECKING, ClassVar
 
-from .address import MqttAddress, REMOTE_TYPES, type_name
+from .address import REMOTE_TYPES, AddressType, MqttAddress, type_name
 
 if TYPE_CHECKING:  # pragma: no cover
     from .routing import RoutingEntry
@@ -25,19 +26,28 @@ CLUSTER_CONTROLLER = "cluster-controller"
 LIBJOYNR = "libjoynr"
 RUNTIME_KINDS = (CLUSTER_CONTROLLER, LIBJOYNR)
 
-# Where a put comes from. gcd-trust trusts only ORIGIN_GCD; the others ignore it.
-ORIGIN_GCD = "gcd"
-ORIGINS = ("provisioned", "registration", "routing-provider", ORIGIN_GCD, "discovery", "reply-to", "local")
+
+class Origin(StrEnum):
+    """Where a routing-entry put comes from. gcd-trust trusts only ``GCD``; the other
+    policies ignore it. A member is a str, so callers may pass the plain value."""
+
+    PROVISIONED = "provisioned"  # configured at start, sticky
+    REGISTRATION = "registration"  # a provider or proxy of this runtime
+    ROUTING_PROVIDER = "routing-provider"  # addNextHop from a libjoynr runtime
+    GCD = "gcd"  # a global discovery result
+    DISCOVERY = "discovery"  # a local result of a libjoynr runtime's lookup
+    REPLY_TO = "reply-to"  # the replyTo of an incoming request
+    LOCAL = "local"  # anything else a runtime adds itself
 
 
 @dataclass(frozen=True)
 class Decision:
     outcome: str  # created | replaced | merged | refused
     reason: str
-    entry: "RoutingEntry | None"  # what the table holds afterwards
+    entry: RoutingEntry | None  # what the table holds afterwards
 
 
-def _merged(existing: "RoutingEntry", new: "RoutingEntry") -> "RoutingEntry":
+def _merged(existing: RoutingEntry, new: RoutingEntry) -> RoutingEntry:
     """Seed rule: the longest expiry is kept; sticky if either is sticky."""
     return replace(
         new,
@@ -46,7 +56,7 @@ def _merged(existing: "RoutingEntry", new: "RoutingEntry") -> "RoutingEntry":
     )
 
 
-def _same_routing(existing: "RoutingEntry", new: "RoutingEntry") -> bool:
+def _same_routing(existing: RoutingEntry, new: RoutingEntry) -> bool:
     return existing.address == new.address and existing.is_globally_visible == new.is_globally_visible
 
 
@@ -57,19 +67,19 @@ class Policy:
     def judge_put(
         self,
         runtime_kind: str,
-        existing: "RoutingEntry | None",
-        new: "RoutingEntry",
+        existing: RoutingEntry | None,
+        new: RoutingEntry,
         *,
-        origin: str,
+        origin: Origin,
         own_topics: frozenset[str],
         now_ms: int,
     ) -> Decision:
         raise NotImplementedError
 
-    def may_remove(self, entry: "RoutingEntry", now_ms: int) -> bool:
+    def may_remove(self, entry: RoutingEntry, now_ms: int) -> bool:
         return not entry.is_sticky
 
-    def may_purge(self, entry: "RoutingEntry", now_ms: int) -> bool:
+    def may_purge(self, entry: RoutingEntry, now_ms: int) -> bool:
         return entry.expiry_date_ms < now_ms and not entry.is_sticky
 
 
@@ -77,19 +87,19 @@ def _replace_allowed(runtime_kind: str, old: str, new: str) -> str | None:
     """The replace clause of 000: the name of the rule that allows old -> new, or None."""
     if old == new:
         return "same-type"
-    if new == "InProcess":
+    if new == AddressType.IN_PROCESS:
         return "new-inprocess"
     if old in REMOTE_TYPES and new in REMOTE_TYPES:
         return "remote-to-remote"
     if runtime_kind == LIBJOYNR:
-        if new == "WebSocket" and (old in ("WebSocketClient",) or old in REMOTE_TYPES):
+        if new == AddressType.WEB_SOCKET and (old == AddressType.WEB_SOCKET_CLIENT or old in REMOTE_TYPES):
             return "libjoynr-to-websocket"
-        if new == "WebSocketClient" and old in REMOTE_TYPES:
+        if new == AddressType.WEB_SOCKET_CLIENT and old in REMOTE_TYPES:
             return "libjoynr-remote-to-websocketclient"
     else:
-        if new == "WebSocketClient" and (old == "WebSocket" or old in REMOTE_TYPES):
+        if new == AddressType.WEB_SOCKET_CLIENT and (old == AddressType.WEB_SOCKET or old in REMOTE_TYPES):
             return "cc-to-websocketclient"
-        if old == "WebSocket" and new in REMOTE_TYPES:
+        if old == AddressType.WEB_SOCKET and new in REMOTE_TYPES:
             return "cc-websocket-to-remote"
     return None
 
@@ -166,7 +176,7 @@ class GcdTrustPolicy(Policy):
             return Decision("replaced", "sticky-provisioning", new)
         if existing.address == new.address:
             return Decision("merged", "same-address", new)
-        if origin == ORIGIN_GCD:
+        if origin == Origin.GCD:
             return Decision("replaced", "from-gcd", new)
         return Decision("refused", "routing-info-changed", existing)
 
@@ -199,9 +209,11 @@ POLICIES: dict[str, type[Policy]] = {
     cls.name: cls
     for cls in (PrecedencePolicy, LocalRemotePolicy, GcdTrustPolicy, LastWriterWinsPolicy)
 }
+POLICY_NAMES: tuple[str, ...] = tuple(POLICIES)
+DEFAULT_POLICY = PrecedencePolicy.name  # the newest seed's rules
 
 
-def get_policy(policy: "str | Policy") -> Policy:
+def get_policy(policy: str | Policy) -> Policy:
     if isinstance(policy, Policy):
         return policy
     try:

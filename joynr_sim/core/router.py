@@ -3,18 +3,7 @@
 
 It is shaped like h11: a runtime feeds it events — a frame or message arrived on a
 transport, a local participant sends, a route appeared, time advanced, a connection went or
-came back, a send failed — and gets back a list of actions to carry out, in order:
-
-    Received   record the receipt (``msg.in``)
-    Send       hand the message to the transport of ``address`` (``msg.out``); for an
-               InProcess address the Deliver or Drop that follows says what happened
-    Deliver    hand the message to the in-process provider or proxy (``msg.deliver``)
-    Queue      the message waits for a route (``msg.queue``)
-    Resolve    ask the parent (libjoynr) or discovery (cluster controller) for a route
-    Drop       the message goes no further, with a reason (``msg.drop``)
-    Reject     answer a refused request with an error reply, so its caller knows at once
-    LearnRoute a reply-to route was offered to the routing table (the table's decision is
-               traced by its own listener)
+came back, a send failed — and gets back a list of actions to carry out, in order (``joynr_sim.core.actions``).
 
 The router owns what joynr's message router owns: the routing table, the queue of messages
 for participants without a route, the memory of delivered message ids (duplicates) and, in
@@ -25,16 +14,28 @@ It never touches a socket, a clock of its own or an event loop: ``clock`` is a c
 from __future__ import annotations
 
 from collections import OrderedDict
-from dataclasses import dataclass, replace
-from typing import Any, Callable, Union
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
 
+from .actions import (
+    Action,
+    Deliver,
+    Drop,
+    LearnRoute,
+    Queue,
+    Received,
+    Reject,
+    Resolve,
+    Send,
+    via_of,
+)
 from .address import (
     Address,
     InProcessAddress,
     MqttAddress,
     WebSocketAddress,
     WebSocketClientAddress,
-    type_name,
 )
 from .limits import DEFAULT_LIMITS, WireLimits
 from .message import (
@@ -59,88 +60,11 @@ MEMORY = 100_000  # delivered ids and (id, hops) pairs kept for duplicate detect
 REQUEST_TYPES = frozenset(
     {REQUEST, SUBSCRIPTION_REQUEST, BROADCAST_SUBSCRIPTION_REQUEST, MULTICAST_SUBSCRIPTION_REQUEST}
 )
-
-
-# -- actions -------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Received:
-    msg: JoynrMessage  # as it arrived, before the hop was counted
-    via: str
-    gbid: str | None = None
-
-
-@dataclass(frozen=True)
-class Send:
-    msg: JoynrMessage
-    address: Address
-    resent: bool = False  # sent again after a lost connection: not a new routing decision
-
-    @property
-    def via(self) -> str:
-        return via_of(self.address)
-
-    @property
-    def gbid(self) -> str | None:
-        return self.address.broker_uri if isinstance(self.address, MqttAddress) else None
-
-
-@dataclass(frozen=True)
-class Deliver:
-    msg: JoynrMessage
-    recipient: Any  # the provider or proxy skeleton of the InProcess address
-
-
-@dataclass(frozen=True)
-class Queue:
-    msg: JoynrMessage
-    reason: str = "no-route"
-
-
-@dataclass(frozen=True)
-class Resolve:
-    participant_id: str
-
-
-@dataclass(frozen=True)
-class Drop:
-    msg: JoynrMessage | None  # None: the frame was no message
-    reason: str
-    via: str | None = None
-    gbid: str | None = None
-    detail: str | None = None
-    field: str | None = None  # for invalid-message: which value was refused
-
-
-@dataclass(frozen=True)
-class Reject:
-    msg: JoynrMessage  # a request the router refused to deliver
-    detail: str
-
-
-@dataclass(frozen=True)
-class LearnRoute:
-    participant_id: str
-    entry: RoutingEntry
-    outcome: str
-
-
-Action = Union[Received, Send, Deliver, Queue, Resolve, Drop, Reject, LearnRoute]
-
 CALL_TYPES = REQUEST_TYPES | {ONE_WAY}
 
 # Transports a runtime's own participants speak over: in process, and the WebSocket of its
 # libjoynr runtimes (each proved its identity with its token).
 LOCAL_VIAS = frozenset({"inprocess", "ws"})
-
-
-def via_of(address: Address) -> str:
-    """The transport an address is reached over, as the trace names it."""
-    name = type_name(address)
-    if name == "InProcess":
-        return "inprocess"
-    if name == "Mqtt":
-        return "mqtt"
-    return "ws" if name.startswith("WebSocket") else name.lower()
 
 
 class _Memory:

@@ -7,11 +7,25 @@ what the table decided and why.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
-from typing import Callable, Iterable, Iterator
 
-from .address import Address, MqttAddress, type_name
-from .policies import RUNTIME_KINDS, Policy, get_policy
+from .address import (
+    Address,
+    AddressType,
+    ChannelAddress,
+    InProcessAddress,
+    MqttAddress,
+    WebSocketAddress,
+    WebSocketClientAddress,
+    type_name,
+)
+from .policies import DEFAULT_POLICY, RUNTIME_KINDS, Origin, Policy, get_policy
+
+__all__ = [
+    "Origin", "PutResult", "RoutingDecision", "RoutingEntry", "RoutingTable", "policy_matrix",
+    "wall_clock_ms",
+]
 
 
 @dataclass(frozen=True)
@@ -41,7 +55,7 @@ class RoutingDecision:
     old: RoutingEntry | None
     new: RoutingEntry | None  # the entry offered to put
     entry: RoutingEntry | None  # what the table holds afterwards
-    origin: str = ""
+    origin: Origin | str = ""  # empty for remove and purge
 
 
 Listener = Callable[[RoutingDecision], None]
@@ -55,7 +69,7 @@ class RoutingTable:
     def __init__(
         self,
         runtime_kind: str,
-        policy: "str | Policy" = "precedence",
+        policy: str | Policy = DEFAULT_POLICY,
         own_addresses: Iterable[Address] = (),
         known_gbids: Iterable[str] = (),
         gcd_participant_id: str | None = None,
@@ -86,11 +100,21 @@ class RoutingTable:
             listener(decision)
 
     # -- operations ------------------------------------------------------------------
-    def put(self, participant_id: str, entry: RoutingEntry, origin: str = "local") -> PutResult:
+    def put(
+        self, participant_id: str, entry: RoutingEntry, origin: Origin | str = Origin.LOCAL
+    ) -> PutResult:
         if not isinstance(participant_id, str) or not participant_id:
             raise ValueError(f"participant_id: expected a non-empty string, got {participant_id!r}")
         if not isinstance(entry, RoutingEntry):
             raise ValueError(f"entry: expected a RoutingEntry, got {entry!r}")
+        # A misspelt origin would silently change what gcd-trust decides.
+        try:
+            origin = Origin(origin)
+        except ValueError:
+            raise ValueError(
+                f"origin: unknown routing-entry origin {origin!r}; "
+                f"expected one of {', '.join(Origin)}"
+            ) from None
         type_name(entry.address)  # rejects anything that is not an address
         existing = self._entries.get(participant_id)
         decision = self.policy.judge_put(
@@ -167,21 +191,17 @@ class RoutingTable:
         return list(self._entries.items())
 
 
-def _sample_addresses(variant: int) -> dict[str, Address]:
-    from .address import (
-        ChannelAddress, InProcessAddress, WebSocketAddress, WebSocketClientAddress,
-    )
-
+def _sample_addresses(variant: int) -> dict[AddressType, Address]:
     return {
-        "InProcess": InProcessAddress(object()),
-        "WebSocket": WebSocketAddress("WS", f"cc{variant}", 4242, "/"),
-        "WebSocketClient": WebSocketClientAddress(f"client-{variant}"),
-        "Mqtt": MqttAddress("gbid1", f"topic-{variant}"),
-        "Channel": ChannelAddress(f"http://bounceproxy/{variant}", f"channel-{variant}"),
+        AddressType.IN_PROCESS: InProcessAddress(object()),
+        AddressType.WEB_SOCKET: WebSocketAddress("WS", f"cc{variant}", 4242, "/"),
+        AddressType.WEB_SOCKET_CLIENT: WebSocketClientAddress(f"client-{variant}"),
+        AddressType.MQTT: MqttAddress("gbid1", f"topic-{variant}"),
+        AddressType.CHANNEL: ChannelAddress(f"http://bounceproxy/{variant}", f"channel-{variant}"),
     }
 
 
-def policy_matrix(policy: "str | Policy", runtime_kind: str) -> dict[tuple[str, str], PutResult]:
+def policy_matrix(policy: str | Policy, runtime_kind: str) -> dict[tuple[str, str], PutResult]:
     """What a policy does when a non-sticky entry of one type meets a new, different address
     of another, both with the same visibility: the matrix ``joynr-sim policies`` prints."""
     old, new = _sample_addresses(1), _sample_addresses(2)

@@ -16,11 +16,12 @@ from __future__ import annotations
 import asyncio
 import json
 import multiprocessing
-from concurrent.futures import ProcessPoolExecutor
 from collections import Counter
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import msgpack
 import paho.mqtt.client as paho
@@ -145,7 +146,7 @@ class Fuzzer:
             if not runtime.running:
                 self.report.crashes += 1
 
-    async def _account(self, expected: "Expected", timeout_s: float) -> None:
+    async def _account(self, expected: Expected, timeout_s: float) -> None:
         deadline = asyncio.get_running_loop().time() + timeout_s
         while True:
             for rt, tail in self._tails.items():

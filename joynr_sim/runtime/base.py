@@ -18,12 +18,23 @@ import asyncio
 import random
 import traceback
 import uuid
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 from ..clock import SimClock
+from ..core.actions import (
+    Action,
+    Deliver,
+    Drop,
+    LearnRoute,
+    Queue,
+    Received,
+    Reject,
+    Resolve,
+    Send,
+)
 from ..core.address import Address, InProcessAddress, describe, type_name
-from ..core.limits import DEFAULT_MAX_FRAME_BYTES, WireLimits, preview
 from ..core.discovery import (
     DiscoveryEntry,
     DiscoveryEntryWithMetaInfo,
@@ -31,22 +42,9 @@ from ..core.discovery import (
     ProviderQos,
     Version,
 )
+from ..core.limits import DEFAULT_MAX_FRAME_BYTES, WireLimits, preview
 from ..core.message import ONE_WAY, REPLY, REQUEST, JoynrMessage
-from ..core.router import (
-    DEFAULT_MAX_HOPS,
-    DEFAULT_MAX_QUEUED,
-    DEFAULT_MAX_QUEUED_BYTES,
-    Action,
-    Deliver,
-    Drop,
-    LearnRoute,
-    MessageRouter,
-    Queue,
-    Received,
-    Reject,
-    Resolve,
-    Send,
-)
+from ..core.router import DEFAULT_MAX_HOPS, DEFAULT_MAX_QUEUED, DEFAULT_MAX_QUEUED_BYTES, MessageRouter
 from ..core.routing import RoutingDecision, RoutingEntry, RoutingTable
 from ..trace import TraceWriter
 from .participants import (
@@ -455,7 +453,7 @@ class Runtime:
 
     async def create_proxy(
         self, interface_name: str, provider_participant_id: str, is_globally_visible: bool = False
-    ) -> "Proxy":
+    ) -> Proxy:
         """A proxy for a provider whose route is already known (provisioned), no discovery.
         A proxy always gets a fresh participant id, so it never collides with an entry."""
         skeleton = ProxySkeleton(self.new_participant_id(), interface_name, provider_participant_id)
@@ -477,7 +475,7 @@ class Runtime:
         scope: DiscoveryScope | str = DiscoveryScope.LOCAL_THEN_GLOBAL,
         gbids: Sequence[str] | None = None,
         cache_max_age_ms: int = 0,
-    ) -> "Proxy":
+    ) -> Proxy:
         """Build a proxy through discovery, by domain or by a fixed provider participant id.
         Modeled discovery errors (e.g. NO_ENTRY_FOR_SELECTED_BACKENDS) reach the caller as
         DiscoveryErrorException; no provider at all as DiscoveryException."""

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import hmac
 import secrets
-from typing import Any, Iterable, Protocol, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any, Protocol
 
 from ..core.address import (
     Address,

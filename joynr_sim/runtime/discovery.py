@@ -13,7 +13,8 @@ entries after start-up. An "old joynr" cluster controller uses only the old GCD 
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Awaitable, Callable, Coroutine, Protocol, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from typing import Any, Protocol
 
 from ..core.discovery import (
     DiscoveryEntry,

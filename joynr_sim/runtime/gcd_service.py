@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable
+from typing import Any
 
 from ..core.address import Address, InProcessAddress, MqttAddress
 from ..core.discovery import (
@@ -53,7 +54,7 @@ class GcdProvider:
 
     interface_name = GCD_INTERFACE
 
-    def __init__(self, service: "GcdService") -> None:
+    def __init__(self, service: GcdService) -> None:
         self._service = service
 
     async def add(self, entry: dict, gbids: list) -> None:

@@ -11,14 +11,19 @@ The routing rules are ``joynr_sim.core.router.LibJoynrMessageRouter``'s.
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from ..core.address import (
-    Address, InProcessAddress, WebSocketAddress, WebSocketClientAddress, to_json,
+    Address,
+    InProcessAddress,
+    WebSocketAddress,
+    WebSocketClientAddress,
+    to_json,
 )
+from ..core.discovery import DiscoveryEntry, DiscoveryEntryWithMetaInfo
 from ..core.message import JoynrMessage, encode
 from ..core.router import LibJoynrMessageRouter
-from ..core.discovery import DiscoveryEntry, DiscoveryEntryWithMetaInfo
 from ..core.routing import RoutingEntry, RoutingTable
 from ..transport.websocket import WebSocketClient
 from .base import FOREVER_MS, Runtime

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable, Protocol
+from typing import Any, Protocol
 
 from ..core.limits import InvalidField, check_topic, preview
 from ..core.links import LinkRegistry

@@ -8,8 +8,9 @@ travels as the custom header ``requestReplyId`` so every hop can trace it.
 from __future__ import annotations
 
 import inspect
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import msgpack
 

@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..core.links import (
     LinkAttached,
@@ -74,9 +75,9 @@ class SessionOwner(Protocol):
 
     def emit(self, ev: str, **fields: Any) -> Any: ...
 
-    def resend(self, conn: "MqttConnection", tag: str, topic: str, payload: bytes) -> None: ...
+    def resend(self, conn: MqttConnection, tag: str, topic: str, payload: bytes) -> None: ...
 
-    def handle_again(self, conn: "MqttConnection", tag: str, payload: bytes) -> None: ...
+    def handle_again(self, conn: MqttConnection, tag: str, payload: bytes) -> None: ...
 
 
 class BrokerSessions:
@@ -101,7 +102,7 @@ class BrokerSessions:
         return f"{self.owner.runtime_id}|{gbid}|{n}"
 
     # -- connection lifecycle ----------------------------------------------------------
-    def attached(self, conn: "MqttConnection") -> None:
+    def attached(self, conn: MqttConnection) -> None:
         """CONNACK: attach both links, then re-send and re-handle what is still held.
 
         The outbox decides what is re-sent: everything held that this connection's paho
@@ -146,7 +147,7 @@ class BrokerSessions:
                 conn=conn.connection_id, resent=resent, settled=settled, handled=handled,
             )
 
-    def lost(self, conn: "MqttConnection") -> None:
+    def lost(self, conn: MqttConnection) -> None:
         """The connection dropped; paho is reconnecting. Like a broker that only gives up on
         a connection after its keep-alive, the link stays attached to it for a grace
         period: a reconnect reattaches, another connection attaching meanwhile steals it
@@ -155,17 +156,17 @@ class BrokerSessions:
         self._cancel_grace(conn)
         self._grace[conn.connection_id] = loop.call_later(LOST_GRACE_S, self._lost_for_good, conn)
 
-    def _lost_for_good(self, conn: "MqttConnection") -> None:
+    def _lost_for_good(self, conn: MqttConnection) -> None:
         self._grace.pop(conn.connection_id, None)
         if not conn.connected.is_set():
             self.detached(conn, closed=False, error="connection-lost")
 
-    def _cancel_grace(self, conn: "MqttConnection") -> None:
+    def _cancel_grace(self, conn: MqttConnection) -> None:
         handle = self._grace.pop(conn.connection_id, None)
         if handle is not None:
             handle.cancel()
 
-    def detached(self, conn: "MqttConnection", closed: bool, error: str | None = None) -> None:
+    def detached(self, conn: MqttConnection, closed: bool, error: str | None = None) -> None:
         self._cancel_grace(conn)
         for link in (
             self.registry.get_sending_link(conn.gbid, conn.client_id),
@@ -178,36 +179,36 @@ class BrokerSessions:
         self.registry.purge_expired(now_ms)
 
     # -- deliveries ------------------------------------------------------------------
-    def publishing(self, conn: "MqttConnection", tag: str, topic: str, payload: bytes) -> None:
+    def publishing(self, conn: MqttConnection, tag: str, topic: str, payload: bytes) -> None:
         """Before a publish: the delivery is unsettled until the broker acknowledges it."""
         self.outbox.put(OUTGOING, conn.gbid, tag, topic, payload)
         link = self.registry.get_sending_link(conn.gbid, conn.client_id)
         if link.owner == conn.connection_id:
             link.add_unsettled(tag)
 
-    def published(self, conn: "MqttConnection", mid: int, tag: str) -> None:
+    def published(self, conn: MqttConnection, mid: int, tag: str) -> None:
         self._inflight.setdefault(conn.connection_id, {})[mid] = tag
 
-    def acknowledged(self, conn: "MqttConnection", mid: int) -> None:
+    def acknowledged(self, conn: MqttConnection, mid: int) -> None:
         tag = self._inflight.get(conn.connection_id, {}).pop(mid, None)
         if tag is None:
             return
         self.registry.get_sending_link(conn.gbid, conn.client_id).settle(tag)
         self.outbox.delete(OUTGOING, conn.gbid, tag)
 
-    def discard(self, conn: "MqttConnection", tag: str) -> None:
+    def discard(self, conn: MqttConnection, tag: str) -> None:
         """A held outgoing delivery that can never be sent: settle it and forget its bytes."""
         self.registry.get_sending_link(conn.gbid, conn.client_id).settle(tag)
         self.outbox.delete(OUTGOING, conn.gbid, tag)
 
-    def received(self, conn: "MqttConnection", tag: str, payload: bytes) -> None:
+    def received(self, conn: MqttConnection, tag: str, payload: bytes) -> None:
         """Hold a received message until it is handled; then the broker may forget it."""
         self.outbox.put(INCOMING, conn.gbid, tag, conn.topic, payload)
         link = self.registry.get_receiving_link(conn.gbid, conn.client_id)
         if link.owner == conn.connection_id:
             link.add_unsettled(tag, "received")
 
-    def handled(self, conn: "MqttConnection", tag: str) -> None:
+    def handled(self, conn: MqttConnection, tag: str) -> None:
         self.registry.get_receiving_link(conn.gbid, conn.client_id).settle(tag)
         self.outbox.delete(INCOMING, conn.gbid, tag)
 

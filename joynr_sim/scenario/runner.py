@@ -21,10 +21,10 @@ import sys
 import time
 import traceback
 import uuid
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from importlib import metadata
 from pathlib import Path
-from typing import Callable
 
 from brokers import BrokerError, BrokerSpecError, MosquittoNotFound, parse_broker, redact
 

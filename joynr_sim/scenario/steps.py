@@ -9,7 +9,8 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from ..core.address import ChannelAddress, MqttAddress, WebSocketAddress, WebSocketClientAddress, type_name
 from ..core.discovery import DiscoveryErrorException

@@ -18,8 +18,9 @@ import sqlite3
 import threading
 import zlib
 from abc import ABC, abstractmethod
+from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 from joynr_sim.core.discovery import GlobalDiscoveryEntry
 from joynr_sim.core.gcd_store import GcdRow, RowKey

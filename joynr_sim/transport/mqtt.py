@@ -12,7 +12,7 @@ import asyncio
 import itertools
 import socket
 import sys
-from typing import Callable
+from collections.abc import Callable
 
 import paho.mqtt.client as paho
 from paho.mqtt.enums import CallbackAPIVersion, MQTTErrorCode
@@ -45,10 +45,10 @@ class MqttConnection:
         topic: str,
         credentials: tuple[str, str] | None,
         loop: asyncio.AbstractEventLoop,
-        on_message: Callable[["MqttConnection", bytes, int], None],
-        on_connected: Callable[["MqttConnection", bool], None] = lambda conn, session_present: None,
-        on_disconnected: Callable[["MqttConnection"], None] = lambda conn: None,
-        on_published: Callable[["MqttConnection", int], None] = lambda conn, mid: None,
+        on_message: Callable[[MqttConnection, bytes, int], None],
+        on_connected: Callable[[MqttConnection, bool], None] = lambda conn, session_present: None,
+        on_disconnected: Callable[[MqttConnection], None] = lambda conn: None,
+        on_published: Callable[[MqttConnection, int], None] = lambda conn, mid: None,
         connection_id: str | None = None,
     ) -> None:
         self.gbid = gbid

@@ -7,8 +7,9 @@ trace writer.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable, ClassVar
+from typing import Any, ClassVar
 
 from .model import AttachMode, LinkKey
 

@@ -1,6 +1,7 @@
 """One link and its operations: attach (establish, reattach, resume, recover, steal,
-reject), detach, unsettled deliveries, expiry. Links come from ``LinkRegistry``. One
-module, a little over 400 lines: every operation runs in the same turn on the same state.
+reject), detach, unsettled deliveries, expiry. Links come from ``LinkRegistry``.
+Longer than 400 lines because every operation runs in the same turn on the same state
+(one lock, one record), which reads best in one place.
 
 Link.attach decides one mode (checked in this order):
   reject     recover with nothing stored (amqp:not-found), or the store write failed
@@ -20,9 +21,9 @@ Locking, and why it cannot deadlock: see the package doc.
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING
 
 from .events import (
     LinkAttached,
@@ -73,7 +74,7 @@ class Link:
     Get it from LinkRegistry.get_sending_link / get_receiving_link, never construct it.
     """
 
-    def __init__(self, registry: "LinkRegistry", key: LinkKey) -> None:
+    def __init__(self, registry: LinkRegistry, key: LinkKey) -> None:
         self._registry = registry
         self.key = key
         self._cond = threading.Condition(threading.Lock())

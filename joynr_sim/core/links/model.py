@@ -89,7 +89,7 @@ def _utf8_text(value: object, field: str, max_bytes: int) -> str:
         try:
             value = bytes(value).decode("utf-8")
         except UnicodeDecodeError as e:
-            raise LinkError(field, value, f"is not valid UTF-8 ({e.reason} at byte {e.start})")
+            raise LinkError(field, value, f"is not valid UTF-8 ({e.reason} at byte {e.start})") from None
     if not isinstance(value, str):
         raise LinkError(field, value, f"expected a string, not {type(value).__name__}")
     if not value:
@@ -97,7 +97,7 @@ def _utf8_text(value: object, field: str, max_bytes: int) -> str:
     try:
         size = len(value.encode("utf-8"))
     except UnicodeEncodeError as e:
-        raise LinkError(field, value, f"is not valid UTF-8 (lone surrogate at index {e.start})")
+        raise LinkError(field, value, f"is not valid UTF-8 (lone surrogate at index {e.start})") from None
     if size > max_bytes:
         raise LinkError(field, value, f"is {size} bytes of UTF-8, longer than {max_bytes}")
     return value
@@ -183,13 +183,13 @@ class Terminus:
         try:
             pairs = tuple(sorted((k, v) for k, v in items))
         except (TypeError, ValueError):
-            raise LinkError("terminus.properties", props, "expected (name, value) string pairs")
+            raise LinkError("terminus.properties", props, "expected (name, value) string pairs") from None
         for k, v in pairs:
             if not isinstance(k, str) or not isinstance(v, str):
-                raise LinkError("terminus.properties", props, "expected (name, value) string pairs")
+                raise LinkError("terminus.properties", props, "expected (name, value) string pairs") from None
         object.__setattr__(self, "properties", pairs)
 
-    def with_durability(self, durability: int) -> "Terminus":
+    def with_durability(self, durability: int) -> Terminus:
         return Terminus(self.address, durability, self.properties)
 
 

@@ -7,7 +7,8 @@ import logging
 import threading
 import time
 from collections import deque
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from .events import LinkEvent, LinkStored, Listener
 from .link import Link

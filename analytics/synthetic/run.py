@@ -1,135 +1,16 @@
-"""Synthetic traces at scale, with planted violations and their answer key.
-
-Each run directory gets cluster controllers (``cc-0``..), libjoynr runtimes, GCD instances,
-brokers and a runner, and a realistic mix: request/reply exchanges over WebSocket and MQTT
-with their reply-to routing entries, GCD registrations and lookups, link reattaches and
-steals, queued and expired requests, purges. Every event advances the simulated clock by
-one millisecond, so the order of events is unambiguous. At known places each run gets the
-planted violations of every check and a few look-alikes that are not violations; the
-answer key lists the violation keys the checker must report, and nothing else.
-
-Runs are written in parallel processes with plain string building (no JSON encoder on
-the hot path).
-
-    python -m analytics.synthetic OUT_DIR --events 1000000 --runs 2
-"""
+"""Synthetic traces: one run's realistic traffic and its planted violations."""
 
 from __future__ import annotations
 
-import argparse
-import json
-import sys
-from collections import defaultdict
-from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass
-from pathlib import Path
-
-CCS, LIBS = 4, 8
-GBIDS = ("g-a", "g-b")
-T0 = 1_700_000_000_000
-EXPIRY = 600_000
-HOP_LIMIT = 8
-KIND = {"cc": "cluster-controller", "lib": "libjoynr", "gcd": "gcd", "broker": "broker",
-        "runner": "runner"}
-CHECK_NAMES = ("routing-loop", "overwrite-violation", "lost-message", "gcd-consistency",
-               "link-uniqueness", "takeover-storm")
-
-
-def q(value: str | None) -> str:
-    return "null" if value is None else f'"{value}"'
-
-
-def ent(type_: str, addr: str, expiry: int, sticky: bool = False, visible: bool = False) -> str:
-    return (f'{{"type":"{type_}","addr":"{addr}","visible":{"true" if visible else "false"},'
-            f'"expiry":{expiry},"sticky":{"true" if sticky else "false"}}}')
-
-
-class _Writer:
-    """Per-runtime NDJSON files, sequence numbers, and the run's clock."""
-
-    def __init__(self, run_dir: Path, run_id: str) -> None:
-        self.dir = run_dir / "trace"
-        self.dir.mkdir(parents=True, exist_ok=True)
-        self.run = run_id
-        self.t = T0
-        self.count = 0
-        self.seq: dict[str, int] = defaultdict(int)
-        self.buf: dict[str, list[str]] = defaultdict(list)
-        self.planted: dict[str, list[str]] = {name: [] for name in CHECK_NAMES}
-
-    def emit(self, rt: str, ev: str, body: str) -> tuple[int, int]:
-        """Writes one event; returns its (ts, seq)."""
-        self.t += 1
-        s = self.seq[rt]
-        self.seq[rt] = s + 1
-        kind = KIND[rt.split("-", 1)[0]]
-        buf = self.buf[rt]
-        buf.append(f'{{"v":1,"ts":{self.t},"seq":{s},"run":"{self.run}","rt":"{rt}",'
-                   f'"kind":"{kind}","ev":"{ev}",{body}}}\n')
-        self.count += 1
-        if len(buf) >= 20_000:
-            self._flush(rt)
-        return self.t, s
-
-    def _flush(self, rt: str) -> None:
-        with open(self.dir / f"{rt}.ndjson", "a", encoding="utf-8") as f:
-            f.write("".join(self.buf[rt]))
-        self.buf[rt].clear()
-
-    def close(self) -> None:
-        for rt in list(self.buf):
-            self._flush(rt)
-
-    def plant(self, check: str, *parts: object) -> None:
-        self.planted[check].append("/".join([self.run, *map(str, parts)]))
-
-    # -- event bodies ------------------------------------------------------------------
-    def msg(self, rt: str, ev: str, msg: str, type_: str, frm: str, to: str, hops: int,
-            corr: str | None, via: str | None = None, gbid: str | None = None,
-            target: str | None = None, addr_type: str | None = None,
-            reason: str | None = None) -> tuple[int, int]:
-        body = (f'"msg":"{msg}","type":"{type_}","from":"{frm}","to":"{to}","hops":{hops},'
-                f'"corr":{q(corr)}')
-        if ev == "msg.out":
-            body += (f',"via":"{via}","addr_type":{q(addr_type)},"target":{q(target)},'
-                     f'"gbid":{q(gbid)},"resent":false')
-        elif ev == "msg.in":
-            body += f',"via":"{via}","gbid":{q(gbid)}'
-        elif reason is not None:
-            body += f',"reason":"{reason}"'
-        return self.emit(rt, ev, body)
-
-    def put(self, rt: str, participant: str, outcome: str, origin: str, old: str | None,
-            new: str, entry: str | None, reason: str = "", policy: str = "precedence") -> int:
-        _, s = self.emit(rt, "rt.put", (
-            f'"participant":"{participant}","policy":"{policy}","outcome":"{outcome}",'
-            f'"reason":"{reason}","origin":"{origin}","old":{old or "null"},"new":{new},'
-            f'"entry":{entry or "null"}'))
-        return s
-
-    def life(self, ev: str, target: str, extra: str = "") -> None:
-        kind = KIND[target.split("-", 1)[0]]
-        self.emit("runner", ev, f'"target":"{target}","target_kind":"{kind}"{extra}')
-
-    def attach(self, rt: str, gbid: str, client: str, conn: str, mode: str) -> int:
-        return self.emit(rt, "link.attach", f'"gbid":"{gbid}","client_id":"{client}",'
-                         f'"conn":"{conn}","mode":"{mode}"')[1]
-
-    def detach(self, rt: str, gbid: str, client: str, conn: str, closed: bool = False) -> None:
-        self.emit(rt, "link.detach", f'"gbid":"{gbid}","client_id":"{client}","conn":"{conn}",'
-                  f'"closed":{"true" if closed else "false"},"error":null')
-
-    def steal(self, rt: str, gbid: str, client: str, conn: str, victim: str) -> None:
-        self.emit(rt, "link.steal", f'"gbid":"{gbid}","client_id":"{client}","conn":"{conn}",'
-                  f'"victim":"{victim}"')
+from .writer import CCS, EXPIRY, GBIDS, HOP_LIMIT, LIBS, T0, Writer, ent
 
 
 def _lib_cc(lib: int) -> int:
     return lib % CCS
 
 
-class _Run:
-    def __init__(self, w: _Writer) -> None:
+class Run:
+    def __init__(self, w: Writer) -> None:
         self.w = w
         self.conn: dict[tuple[int, str], str] = {}
         self.conn_n = 0
@@ -344,7 +225,8 @@ class _Run:
     def plant_lost(self, j: int) -> None:
         w = self.w
         m, c = f"lost{j}", f"lostc{j}"
-        w.msg("lib-1", "msg.out", m, "rq", "proxy-1", "prov-2", 1, c, "ws", None, "ws://cc-1:4242/", "WebSocket")
+        w.msg("lib-1", "msg.out", m, "rq", "proxy-1", "prov-2", 1, c, "ws", None,
+              "ws://cc-1:4242/", "WebSocket")
         w.msg("cc-1", "msg.in", m, "rq", "proxy-1", "prov-2", 1, c, "ws")
         w.msg("cc-1", "msg.out", m, "rq", "proxy-1", "prov-2", 2, c, "mqtt", "g-a", "g-a/cc-2", "Mqtt")
         w.msg("cc-2", "msg.in", m, "rq", "proxy-1", "prov-2", 2, c, "mqtt", "g-a")
@@ -353,7 +235,8 @@ class _Run:
         w.msg("lib-2", "msg.deliver", m, "rq", "proxy-1", "prov-2", 3, c)  # and no reply, ever
         w.plant("lost-message", "lost-request", m)
         m, c = f"dup{j}", f"dupc{j}"
-        w.msg("lib-5", "msg.out", m, "o", "proxy-5", "prov-6", 1, None, "ws", None, "ws://cc-1:4242/", "WebSocket")
+        w.msg("lib-5", "msg.out", m, "o", "proxy-5", "prov-6", 1, None, "ws", None,
+              "ws://cc-1:4242/", "WebSocket")
         w.msg("cc-1", "msg.in", m, "o", "proxy-5", "prov-6", 1, None, "ws")
         w.msg("cc-1", "msg.out", m, "o", "proxy-5", "prov-6", 2, None, "mqtt", "g-b", "g-b/cc-2", "Mqtt")
         w.msg("cc-2", "msg.in", m, "o", "proxy-5", "prov-6", 2, None, "mqtt", "g-b")
@@ -370,7 +253,8 @@ class _Run:
         """Look-alikes only: losses a crash of cc-3 explains."""
         w = self.w
         m, c = f"crash{j}", f"crashc{j}"
-        w.msg("lib-0", "msg.out", m, "rq", "proxy-0", "prov-3", 1, c, "ws", None, "ws://cc-0:4242/", "WebSocket")
+        w.msg("lib-0", "msg.out", m, "rq", "proxy-0", "prov-3", 1, c, "ws", None,
+              "ws://cc-0:4242/", "WebSocket")
         w.msg("cc-0", "msg.in", m, "rq", "proxy-0", "prov-3", 1, c, "ws")
         w.msg("cc-0", "msg.out", m, "rq", "proxy-0", "prov-3", 2, c, "mqtt", "g-a", "g-a/cc-3", "Mqtt")
         w.msg("cc-3", "msg.in", m, "rq", "proxy-0", "prov-3", 2, c, "mqtt", "g-a")
@@ -436,76 +320,3 @@ class _Run:
 
 
 PLANTS = ("plant_loop", "plant_overwrites", "plant_lost", "plant_gcd", "plant_links", "plant_crash")
-_EVENTS_PER_EXCHANGE = 15.6  # measured mix; only places the planted violations
-
-
-@dataclass(frozen=True)
-class _Job:
-    run_dir: str
-    run_id: str
-    events: int
-
-
-def _write_run(job: _Job) -> tuple[int, dict[str, list[str]]]:
-    run_dir = Path(job.run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / "run.json").write_text(json.dumps({"run": job.run_id, "policy": "precedence",
-                                                  "synthetic": True}))
-    w = _Writer(run_dir, job.run_id)
-    run = _Run(w)
-    run.start()
-    expected = max(int(job.events / _EVENTS_PER_EXCHANGE), len(PLANTS) * 2)
-    at = {int(expected * (k + 1) / (len(PLANTS) + 1)): name for k, name in enumerate(PLANTS)}
-    i = 0
-    done: set[str] = set()
-    while w.count < job.events or len(done) < len(PLANTS):
-        run.exchange(i)
-        name = at.get(i)
-        if name is not None or (w.count >= job.events and len(done) < len(PLANTS)):
-            name = name or next(p for p in PLANTS if p not in done)
-            if name not in done:
-                getattr(run, name)(len(done))
-                done.add(name)
-        i += 1
-    w.close()
-    return w.count, w.planted
-
-
-def generate(root: Path, events: int, runs: int = 2, workers: int | None = None) -> dict:
-    """Writes ``runs`` run directories under ``root`` (about ``events`` events in all) and
-    ``root/answer_key.json``; returns the answer key."""
-    root.mkdir(parents=True, exist_ok=True)
-    jobs = [_Job(str(root / f"syn-{k}"), f"syn-{k}", max(events // runs, 1)) for k in range(runs)]
-    if runs == 1 or workers == 1:
-        results = [_write_run(j) for j in jobs]
-    else:
-        with ProcessPoolExecutor(max_workers=min(runs, workers or 2)) as pool:
-            results = list(pool.map(_write_run, jobs))
-    planted: dict[str, list[str]] = {name: [] for name in CHECK_NAMES}
-    for _, keys in results:
-        for name, found in keys.items():
-            planted[name].extend(found)
-    key = {
-        "events": sum(n for n, _ in results),
-        "runs": [j.run_dir for j in jobs],
-        "planted": {name: sorted(v) for name, v in planted.items()},
-    }
-    (root / "answer_key.json").write_text(json.dumps(key, indent=2))
-    return key
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m analytics.synthetic", description=__doc__.split("\n\n")[0])
-    parser.add_argument("out", type=Path, help="folder for the run directories")
-    parser.add_argument("--events", type=int, default=100_000)
-    parser.add_argument("--runs", type=int, default=2)
-    args = parser.parse_args(argv)
-    key = generate(args.out, args.events, args.runs)
-    print(f"{key['events']:,} events in {len(key['runs'])} run(s); "
-          f"{sum(map(len, key['planted'].values()))} planted violations; "
-          f"answer key {args.out / 'answer_key.json'}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

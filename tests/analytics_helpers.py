@@ -1,5 +1,6 @@
-"""Shared pieces of the analytics tests: one Spark session per pytest run, and a tiny
-builder of run directories (trace files with per-runtime sequence numbers, run.json)."""
+"""Helpers of the analytics tests: a tiny builder of run directories (trace files with
+per-runtime sequence numbers, run.json) and one-check runs. The ``spark`` fixture is in
+``conftest.py``."""
 
 from __future__ import annotations
 
@@ -7,28 +8,8 @@ import json
 from collections import defaultdict
 from pathlib import Path
 
-import pytest
-
 KINDS = {"cc": "cluster-controller", "lib": "libjoynr", "gcd": "gcd", "broker": "broker",
          "runner": "runner"}
-
-
-@pytest.fixture(scope="session")
-def spark():
-    from pyspark.sql import SparkSession
-
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("analytics-tests")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.sql.session.timeZone", "UTC")
-        .getOrCreate()
-    )
-    session.sparkContext.setLogLevel("ERROR")
-    yield session
-    session.stop()
 
 
 def entry(type_: str, addr: str, *, visible: bool = False, expiry: int = 10_000,

@@ -1,0 +1,96 @@
+"""What a message router decides, as values: the actions a runtime carries out, in order.
+
+    Received   record the receipt (``msg.in``)
+    Send       hand the message to the transport of ``address`` (``msg.out``); for an
+               InProcess address the Deliver or Drop that follows says what happened
+    Deliver    hand the message to the in-process provider or proxy (``msg.deliver``)
+    Queue      the message waits for a route (``msg.queue``)
+    Resolve    ask the parent (libjoynr) or discovery (cluster controller) for a route
+    Drop       the message goes no further, with a reason (``msg.drop``)
+    Reject     answer a refused request with an error reply, so its caller knows at once
+    LearnRoute a reply-to route was offered to the routing table (the table's decision is
+               traced by its own listener)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .address import Address, MqttAddress, type_name
+from .message import JoynrMessage
+from .routing import RoutingEntry
+
+
+@dataclass(frozen=True)
+class Received:
+    msg: JoynrMessage  # as it arrived, before the hop was counted
+    via: str
+    gbid: str | None = None
+
+
+@dataclass(frozen=True)
+class Send:
+    msg: JoynrMessage
+    address: Address
+    resent: bool = False  # sent again after a lost connection: not a new routing decision
+
+    @property
+    def via(self) -> str:
+        return via_of(self.address)
+
+    @property
+    def gbid(self) -> str | None:
+        return self.address.broker_uri if isinstance(self.address, MqttAddress) else None
+
+
+@dataclass(frozen=True)
+class Deliver:
+    msg: JoynrMessage
+    recipient: Any  # the provider or proxy skeleton of the InProcess address
+
+
+@dataclass(frozen=True)
+class Queue:
+    msg: JoynrMessage
+    reason: str = "no-route"
+
+
+@dataclass(frozen=True)
+class Resolve:
+    participant_id: str
+
+
+@dataclass(frozen=True)
+class Drop:
+    msg: JoynrMessage | None  # None: the frame was no message
+    reason: str
+    via: str | None = None
+    gbid: str | None = None
+    detail: str | None = None
+    field: str | None = None  # for invalid-message: which value was refused
+
+
+@dataclass(frozen=True)
+class Reject:
+    msg: JoynrMessage  # a request the router refused to deliver
+    detail: str
+
+
+@dataclass(frozen=True)
+class LearnRoute:
+    participant_id: str
+    entry: RoutingEntry
+    outcome: str
+
+
+Action = Received | Send | Deliver | Queue | Resolve | Drop | Reject | LearnRoute
+
+def via_of(address: Address) -> str:
+    """The transport an address is reached over, as the trace names it."""
+    name = type_name(address)
+    if name == "InProcess":
+        return "inprocess"
+    if name == "Mqtt":
+        return "mqtt"
+    return "ws" if name.startswith("WebSocket") else name.lower()
