@@ -230,7 +230,8 @@ class Runtime:
 
     def trace_msg(self, ev: str, msg: JoynrMessage | None, **extra: Any) -> None:
         if msg is None:
-            fields = {"msg": None, "type": None, "from": None, "to": None, "hops": None, "corr": None}
+            fields = {"msg": None, "type": None, "from": None, "to": None, "hops": None, "corr": None,
+                      "exp": None}
         else:
             fields = {
                 "msg": msg.id,
@@ -239,6 +240,7 @@ class Runtime:
                 "to": msg.recipient,
                 "hops": msg.hops,
                 "corr": msg.header(REQUEST_REPLY_ID),
+                "exp": msg.expiry_date_ms,  # what a check needs to know whether it could still arrive
             }
         self.trace.emit(ev, **fields, **extra)
 
