@@ -37,6 +37,7 @@ from typing import Any
 
 from .address import MqttAddress
 from .discovery import (
+    DEFAULT_EXPIRY_MS,
     DiscoveryError,
     DiscoveryErrorException,
     GlobalDiscoveryEntry,
@@ -50,7 +51,6 @@ from .discovery import (
 from .gcd_store import GcdRow, GcdStore, GcdTransaction, RowKey
 
 DEFAULT_GBID = "joynrdefaultgbid"
-DEFAULT_EXPIRY_MS = 3_628_800_000  # six weeks, joynr's default discovery entry expiry
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,7 @@ from typing import Any
 
 from .address import MqttAddress
 from .discovery import (
+    DEFAULT_EXPIRY_MS,
     DiscoveryEntry,
     DiscoveryEntryWithMetaInfo,
     DiscoveryErrorException,
@@ -41,8 +42,6 @@ from .discovery import (
     check_str_list,
     validate_gbids,
 )
-
-DEFAULT_EXPIRY_MS = 3_628_800_000  # six weeks, joynr's default discovery entry expiry
 
 
 @dataclass(frozen=True)

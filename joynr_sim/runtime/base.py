@@ -36,6 +36,7 @@ from ..core.actions import (
 )
 from ..core.address import Address, InProcessAddress, describe, type_name
 from ..core.discovery import (
+    DEFAULT_EXPIRY_MS,
     DiscoveryEntry,
     DiscoveryEntryWithMetaInfo,
     DiscoveryScope,
@@ -64,7 +65,6 @@ from .participants import (
 DEFAULT_TTL_MS = 60_000
 # Routing entries made by registration and provisioning live as long as the runtime.
 FOREVER_MS = 2**62
-DISCOVERY_ENTRY_EXPIRY_MS = 3_628_800_000  # joynr's default: six weeks
 
 
 class DiscoveryException(JoynrRuntimeException):
@@ -426,7 +426,7 @@ class Runtime:
         now = self.clock.now_ms()
         entry = DiscoveryEntry(
             pid, domain, interface_name, Version(1, 0), ProviderQos(priority=priority, scope=scope),
-            now, now + DISCOVERY_ENTRY_EXPIRY_MS,
+            now, now + DEFAULT_EXPIRY_MS,
         )
         skeleton = ProviderSkeleton(pid, domain, interface_name, implementation)
         visible = entry.qos.is_global

@@ -190,6 +190,9 @@ class SqliteGcdStore(SqlGcdStore):
         self._conn.close()
 
 
+CONNECT_TIMEOUT_S = 10
+
+
 class PostgresGcdStore(SqlGcdStore):
     """A PostgreSQL table ``<table_prefix>_entries`` (psycopg 3)."""
 
@@ -199,11 +202,13 @@ class PostgresGcdStore(SqlGcdStore):
         self.url = url
         self.table = _table_name(table_prefix)
         self._lock = threading.Lock()
+        shown = re.sub(r"(://[^:/@\s]*:)[^@\n]*@", r"\1***@", url)  # never the password
         try:
-            self._conn = psycopg.connect(url, autocommit=True)
+            # A host that drops packets must fail the set-up, not hang it.
+            self._conn = psycopg.connect(url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S)
         except psycopg.OperationalError as exc:
             raise ConnectionError(
-                f"GCD store: cannot connect to PostgreSQL at {url}: {exc}") from exc
+                f"GCD store: cannot connect to PostgreSQL at {shown}: {str(exc).replace(url, shown)}") from None
         # Advisory lock key: stable per table, so all processes serialise their writes.
         self._lock_key = zlib.crc32(self.table.encode())
         with self._conn.transaction():
