@@ -25,9 +25,7 @@ from pyspark.context import SparkContext
 
 from broker_helpers import BrokerFactory, broker_factory, stop_all
 from brokers import BrokerSet
-from gcd_helpers import open_postgres
 from joynr_sim.runtime.base import Runtime
-from joynr_sim.store.gcd_store import SqliteGcdStore
 
 # -- tiers ------------------------------------------------------------------------------
 
@@ -110,24 +108,6 @@ async def mosquitto_brokers(tmp_path: Path) -> AsyncIterator[BrokerFactory]:
     made: list[BrokerSet] = []
     yield broker_factory("mosquitto", tmp_path, made)
     await stop_all(made)
-
-
-# -- the GCD store ----------------------------------------------------------------------
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def store(request: pytest.FixtureRequest, tmp_path: Path):
-    """Every test of a GCD store runs on SQLite and on PostgreSQL (the machine runs one on
-    loopback; unreachable is a failure, never a skip)."""
-    if request.param == "sqlite":
-        s = SqliteGcdStore(str(tmp_path / "gcd.sqlite"))
-        yield s
-        s.close()
-    else:
-        s = open_postgres()
-        yield s
-        s.drop()
-        s.close()
 
 
 # -- Spark ------------------------------------------------------------------------------

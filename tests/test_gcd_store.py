@@ -21,7 +21,7 @@ from joynr_sim.core.gcd_store import GcdRow, InMemoryGcdStore
 from joynr_sim.store.gcd_store import PostgresGcdStore, SqliteGcdStore, open_gcd_store
 
 
-@pytest.fixture(params=["sqlite", "postgres", "memory"])
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres), "memory"])
 def store(request, tmp_path):
     if request.param == "sqlite":
         s = SqliteGcdStore(str(tmp_path / "gcd.sqlite"))
@@ -201,6 +201,7 @@ def test_postgres_unreachable_is_a_clear_error():
         PostgresGcdStore("postgresql://postgres@127.0.0.1:1/test?connect_timeout=2")
 
 
+@pytest.mark.postgres
 def test_postgres_order_does_not_follow_the_database_locale():
     # A database whose default collation is a locale (en_US is common) sorts "a" before "B";
     # a table made with such columns must still come back in code-point order.
