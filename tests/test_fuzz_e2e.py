@@ -13,6 +13,7 @@ from joynr_sim.fuzz.frames import SLOTS, valid_slots
 from joynr_sim.fuzz.harness import Expected, draw_frames, fuzz
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("broker", ["amqtt", "mosquitto"])
 async def test_a_fuzz_run_crashes_nothing_and_accounts_for_every_frame(tmp_path, broker):
     report = await fuzz(tmp_path, frames=600, batch=200, broker=broker, seed_value=7)

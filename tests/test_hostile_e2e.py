@@ -26,6 +26,8 @@ from joynr_sim.runtime.participants import (
 from joynr_sim.simulation import Simulation
 from joynr_sim.trace import read_run
 
+pytestmark = pytest.mark.e2e
+
 PROVIDER = "echo-provider"
 MQTT = "joynr.system.RoutingTypes.MqttAddress"
 
