@@ -150,6 +150,7 @@ async def test_bad_input_is_refused_and_changes_nothing(tmp_path):
         assert await gcd_rows(sim, "x") == set()
 
 
+@pytest.mark.postgres
 async def test_gcd_instances_share_a_postgresql_store(tmp_path):
     """The GCD service on PostgreSQL: the run's own table, shared by both instances."""
     import hashlib
@@ -175,3 +176,28 @@ async def test_gcd_instances_share_a_postgresql_store(tmp_path):
     with psycopg.connect(url, autocommit=True) as conn:
         assert conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0] == 0
         conn.execute(f"DROP TABLE {table}")
+
+
+@pytest.mark.parametrize("policy, outcome", [("precedence", "refused"), ("last-writer-wins", "replaced")])
+async def test_a_global_lookup_offers_a_local_providers_entry_and_the_policy_decides(tmp_path, policy, outcome):
+    """Seed 000: "If a RoutingEntry with local address already exists for a given provider
+    participantId, it is being kept". The GCD still holds the provider's entry from where it
+    was registered globally before (cc2); it is now registered locally at cc1. A lookup that
+    consults the GCD offers that entry to cc1's routing table: precedence keeps the
+    WebSocketClient entry, last-writer-wins replaces it."""
+    async with Simulation(tmp_path, gbids=["gbid1"], policy=policy) as sim:
+        cc1 = await sim.cluster_controller("cc1", ["gbid1"])
+        cc2 = await sim.cluster_controller("cc2", ["gbid1"])
+        old_home = await sim.libjoynr("old-home", cc2)
+        await old_home.register_provider("dom", "joynrsim/Echo", EchoProvider(), participant_id="p", scope="GLOBAL")
+        new_home = await sim.libjoynr("new-home", cc1)
+        await new_home.register_provider("dom", "joynrsim/Echo", EchoProvider(), participant_id="p", scope="LOCAL")
+        consumer = await sim.libjoynr("consumer", cc1)
+        proxy = await consumer.discover_proxy("joynrsim/Echo", "dom", scope="LOCAL_AND_GLOBAL")
+        assert proxy.provider_participant_id == "p"
+        held = cc1.table.lookup("p").address
+        assert type(held).__name__ == ("WebSocketClientAddress" if outcome == "refused" else "MqttAddress")
+    (offer,) = events(tmp_path, "rt.put", rt="cc1", participant="p", origin="gcd")
+    assert offer["outcome"] == outcome
+    assert offer["old"]["type"] == "WebSocketClient" and offer["new"] == {**offer["new"], "type": "Mqtt",
+                                                                        "addr": "gbid1/cc2"}

@@ -167,6 +167,9 @@ def test_local_and_global_asks_the_gcd_when_nothing_global_is_known(lcd, clock):
     result = lcd.merge_global_result(plan, [remote("p1", "GBID2"), remote("p9", "GBID1")])
     assert ids(result.entries) == [("p1", True), ("p9", False)]
     assert result.global_entries == (remote("p9", "GBID1"),)
+    # ... but what the GCD said of p1 is still offered to the routing table (its policy
+    # keeps the local entry), so the rule that decides is reached and traced.
+    assert result.offers == (remote("p1", "GBID2"), remote("p9", "GBID1"))
     again = lcd.plan_lookup(["domain1"], "interface1", S.LOCAL_AND_GLOBAL, cache_max_age_ms=5)
     assert not again.needs_gcd_lookup
     assert ids(again.result().entries) == [("p1", True), ("p9", False)]

@@ -74,10 +74,14 @@ class CachedGlobalEntry:
 @dataclass(frozen=True)
 class LookupResult:
     """``entries`` for the proxy; ``global_entries`` are the non-local providers among
-    them with their addresses, from which the runtime makes routing entries."""
+    them with their addresses; ``offers`` is every entry the GCD returned, locally
+    registered providers included: each becomes a routing-entry offer (seed 000: "routing
+    entries are getting generated ... for the providers returned by the lookup request";
+    the policy keeps a local entry)."""
 
     entries: tuple[DiscoveryEntryWithMetaInfo, ...]
     global_entries: tuple[GlobalDiscoveryEntry, ...]
+    offers: tuple[GlobalDiscoveryEntry, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -266,17 +270,20 @@ class LocalCapabilitiesDirectory:
             received.append(entry)
         if plan.scope is DiscoveryScope.LOCAL_ONLY:
             return _combine(plan.local_entries, ())
-        # A participant registered here is answered from here, whatever the GCD said.
+        # A participant registered here is answered from here, whatever the GCD said; the
+        # GCD's entry for it is still offered to the routing table, whose policy decides.
         local_by_id = {e.participant_id: e for e in plan.all_local_entries}
         locals_ = {e.participant_id: e for e in plan.local_entries}
         remote: dict[str, GlobalDiscoveryEntry] = {}
+        offers: dict[str, GlobalDiscoveryEntry] = {}
         for entry in received:
             pid = entry.participant_id
+            offers.setdefault(pid, entry)
             if pid in local_by_id:
                 locals_.setdefault(pid, local_by_id[pid])
             else:
                 remote.setdefault(pid, entry)
-        return _combine(tuple(locals_.values()), tuple(remote.values()))
+        return _combine(tuple(locals_.values()), tuple(remote.values()), tuple(offers.values()))
 
     def _selected(self, gbids: Sequence[str] | None) -> tuple[str, ...]:
         # No GBIDs: every GBID this cluster controller knows.
@@ -344,13 +351,18 @@ class LocalCapabilitiesDirectory:
 
 
 def _combine(
-    local: Sequence[DiscoveryEntryWithMetaInfo], remote: Sequence[GlobalDiscoveryEntry]
+    local: Sequence[DiscoveryEntryWithMetaInfo], remote: Sequence[GlobalDiscoveryEntry],
+    offers: Sequence[GlobalDiscoveryEntry] | None = None,
 ) -> LookupResult:
+    """``offers`` defaults to the remote entries (a cache hit: what the GCD once returned
+    for providers registered elsewhere)."""
     local_ids = {e.participant_id for e in local}
     remote = [e for e in remote if e.participant_id not in local_ids]
     entries = [*local, *(e.with_meta_info(False) for e in remote)]
     entries.sort(key=lambda e: e.participant_id)
-    return LookupResult(tuple(entries), tuple(sorted(remote, key=lambda e: e.participant_id)))
+    by_id = sorted(remote, key=lambda e: e.participant_id)
+    offered = by_id if offers is None else sorted(offers, key=lambda e: e.participant_id)
+    return LookupResult(tuple(entries), tuple(by_id), tuple(offered))
 
 
 def _check_scope(scope: Any) -> DiscoveryScope:

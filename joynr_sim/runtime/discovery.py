@@ -200,7 +200,7 @@ class LocalDiscovery:
         except _FAILURES as exc:
             self._trace("lcd.lookup", **fields, error=_error_name(exc))
             raise
-        self._add_routes(result.global_entries)
+        self._add_routes(result.offers)
         self._trace("lcd.lookup", **fields, result=[e.participant_id for e in result.entries], error=None)
         return list(result.entries)
 
@@ -228,12 +228,13 @@ class LocalDiscovery:
         except _FAILURES as exc:
             self._trace("lcd.lookup", **fields, error=_error_name(exc))
             raise
-        self._add_routes(result.global_entries)
+        self._add_routes(result.offers)
         self._trace("lcd.lookup", **fields, result=[participant_id], error=None)
         return result.entries[0]
 
     def _add_routes(self, entries: Sequence[GlobalDiscoveryEntry]) -> None:
-        """Every global result becomes a routing entry; the policy decides what stays."""
+        """Every provider the GCD returned becomes a routing-entry offer, a locally
+        registered one too; the policy decides what stays (a local entry is kept)."""
         for entry in entries:
             self._put_route(entry.participant_id, RoutingEntry(entry.address, True, entry.expiry_date_ms), "gcd")
 
