@@ -2,7 +2,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTHON ?= python3
 
-.PHONY: setup lint test test-fast demo bench clean
+.PHONY: setup lint test test-fast demo bench fuzz clean
 
 setup: $(VENV)/.installed
 
@@ -34,5 +34,9 @@ demo: setup
 bench: setup
 	$(PY) -m bench
 
+# 100,000 hostile frames over MQTT and WebSocket; a table of outcomes, fuzz-report.json.
+fuzz: setup
+	$(PY) -m joynr_sim.fuzz --frames 100000
+
 clean:
-	rm -rf $(VENV) runs bench/results *.egg-info
+	rm -rf $(VENV) runs bench/results *.egg-info fuzz-report.json
