@@ -193,13 +193,19 @@ async def test_an_oversized_frame_is_dropped_with_a_short_trace_line(tmp_path):
         cc1, cc2, provider_app, proxy = await topology(sim, max_frame_bytes=100_000)
         attacker = Attacker(sim)
         try:
+            # Over WebSocket too: the provider's runtime sends its cluster controller a frame
+            # past the limit; it is dropped and the connection keeps serving.
+            assert await provider_app.ws.send(frame(id="big-ws", pl=b"x" * 200_000))
             attacker.publish("cc2/low", frame(id="big", pl=b"x" * 200_000))
             attacker.publish("cc2/low", frame(id="x", t="t" * 90_000))  # a large undecodable value
-            await until(lambda: len(events(tmp_path, "msg.drop", rt="cc2")) == 2)
+            await until(lambda: len(events(tmp_path, "msg.drop", rt="cc2")) == 3)
         finally:
             attacker.close()
         assert await proxy.call("echo", "fine", ttl_ms=10_000) == "fine"
     lines = (tmp_path / "trace" / "cc2.ndjson").read_text().splitlines()
+    drops = [json.loads(line) for line in lines if '"msg.drop"' in line]
+    assert sorted((d["reason"], d["via"], d.get("field")) for d in drops) == [
+        ("decode-error", "mqtt", "t"), ("invalid-message", "mqtt", "frame"), ("invalid-message", "ws", "frame"),
+    ]
     drops = [line for line in lines if '"msg.drop"' in line]
-    assert [json.loads(d)["reason"] for d in drops] == ["invalid-message", "decode-error"]
     assert all(len(line) < 1000 for line in drops)
