@@ -275,8 +275,15 @@ def test_held_messages_expire_with_time() -> None:
     assert router.held == 0
 
 
-def test_a_gone_client_takes_its_non_sticky_routes_along() -> None:
+def test_a_gone_client_keeps_its_routes_by_default() -> None:
     router = cc_router()
+    router.table.put("p", RoutingEntry(WebSocketClientAddress("app1"), False, FOREVER), "routing-provider")
+    assert router.client_gone("app1") == []
+    assert router.table.lookup("p").address == WebSocketClientAddress("app1")
+
+
+def test_a_gone_client_takes_its_non_sticky_routes_along_when_asked() -> None:
+    router = cc_router(on_client_disconnect="remove")
     router.table.put("p", RoutingEntry(WebSocketClientAddress("app1"), False, FOREVER), "routing-provider")
     router.table.put("s", RoutingEntry(WebSocketClientAddress("app1"), False, FOREVER, True), "provisioned")
     router.table.put("q", RoutingEntry(WebSocketClientAddress("app2"), False, FOREVER), "routing-provider")

@@ -94,18 +94,17 @@ async def test_provider_runtime_crash_times_out_then_restart_recovers(tmp_path, 
         assert await proxy.call("echo", "before", ttl_ms=10_000) == "before"
 
         await provider_app.crash()
-        # cc2 notices the dead socket and drops the provider's WebSocketClient route.
-        await until(lambda: PROVIDER not in cc2.table)
+        # Seed 000: cc2 keeps the provider's WebSocketClient route while it is down; a
+        # request for it finds no connection there and is dropped, traced.
+        await until(lambda: "provider-app" not in cc2.ws_server.clients)
+        assert type(cc2.table.lookup(PROVIDER).address).__name__ == "WebSocketClientAddress"
         with pytest.raises(JoynrTimeoutException):
             await proxy.call("echo", "lost", ttl_ms=1_000)
-        # The request waits at cc2 for a route; once expired it is dropped there.
-        sim.clock.advance(2_000)
         lost = [e for e in events(tmp_path, "msg.in", rt="cc2", type="rq") if e["to"] == PROVIDER][-1]
-        stops = events(tmp_path, msg=lost["msg"])
-        assert [(e["rt"], e["ev"]) for e in stops if e["rt"] == "cc2"][-2:] == [
-            ("cc2", "msg.queue"), ("cc2", "msg.drop"),
-        ]
-        assert stops[-1]["reason"] == "expired"
+        await until(lambda: [e["ev"] for e in events(tmp_path, msg=lost["msg"]) if e["rt"] == "cc2"][-1:]
+                    == ["msg.drop"])
+        (drop,) = events(tmp_path, "msg.drop", rt="cc2", msg=lost["msg"])
+        assert drop["reason"] == "no-connection" and drop["via"] == "ws"
 
         await provider_app.restart()
         await provider_app.register_provider(
@@ -170,3 +169,26 @@ async def test_garbage_is_dropped_as_decode_error_and_the_runtime_keeps_serving(
     assert sorted((e["rt"], e["via"]) for e in drops) == [
         ("cc1", "ws"), ("cc1", "ws"), ("cc2", "mqtt"), ("cc2", "mqtt"),
     ]
+
+
+async def test_a_cluster_controller_can_drop_a_gone_clients_routes_as_joynr_cpp_does(tmp_path):
+    async with Simulation(tmp_path, gbids=["gbid1", "gbid2"]) as sim:
+        cc1 = await sim.cluster_controller(
+            "cc1", ["gbid1"], provisioned=[(PROVIDER, MqttAddress("gbid1", "cc2"), True)]
+        )
+        cc2 = await sim.cluster_controller("cc2", ["gbid1", "gbid2"], on_client_disconnect="remove")
+        consumer = await sim.libjoynr("consumer", cc1)
+        provider_app = await sim.libjoynr("provider-app", cc2)
+        await provider_app.register_provider("dom", "joynrsim/Echo", EchoProvider(), participant_id=PROVIDER)
+        proxy = await consumer.create_proxy("joynrsim/Echo", PROVIDER)
+        assert await proxy.call("echo", "before", ttl_ms=10_000) == "before"
+        await provider_app.crash()
+        # The route goes with the connection; a request waits at cc2 for a route and,
+        # once expired, is dropped there.
+        await until(lambda: PROVIDER not in cc2.table)
+        with pytest.raises(JoynrTimeoutException):
+            await proxy.call("echo", "lost", ttl_ms=1_000)
+        sim.clock.advance(2_000)
+        lost = [e for e in events(tmp_path, "msg.in", rt="cc2", type="rq") if e["to"] == PROVIDER][-1]
+        stops = [(e["ev"], e.get("reason")) for e in events(tmp_path, msg=lost["msg"]) if e["rt"] == "cc2"]
+        assert stops[-2:] == [("msg.queue", "no-route"), ("msg.drop", "expired")]

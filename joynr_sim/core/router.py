@@ -62,6 +62,9 @@ REQUEST_TYPES = frozenset(
 )
 CALL_TYPES = REQUEST_TYPES | {ONE_WAY}
 
+# What a cluster controller does with a libjoynr runtime's routes when its connection goes.
+CLIENT_DISCONNECT = ("keep", "remove")
+
 # Transports a runtime's own participants speak over: in process, and the WebSocket of its
 # libjoynr runtimes (each proved its identity with its token).
 LOCAL_VIAS = frozenset({"inprocess", "ws"})
@@ -276,9 +279,15 @@ class CcMessageRouter(MessageRouter):
         own_topic: str,
         gbids: tuple[str, ...] | list[str],
         resolves: bool = True,
+        on_client_disconnect: str = "keep",
         **kwargs: Any,
     ) -> None:
         super().__init__(table, clock, **kwargs)
+        if on_client_disconnect not in CLIENT_DISCONNECT:
+            raise ValueError(
+                f"on_client_disconnect: expected one of {', '.join(CLIENT_DISCONNECT)}, got {on_client_disconnect!r}"
+            )
+        self.on_client_disconnect = on_client_disconnect
         self.own_topic = own_topic
         self.gbids = tuple(gbids)
         self.resolves = resolves
@@ -294,7 +303,12 @@ class CcMessageRouter(MessageRouter):
         return super().receive(msg, via, gbid, source)
 
     def client_gone(self, client_id: str) -> list[Action]:
-        """A libjoynr runtime's connection went: its non-sticky routes go with it."""
+        """A libjoynr runtime's connection went. Seed 000 keeps its WebSocketClient routes
+        ("a WebSocketClient RoutingEntry could already exist in the cluster controller in
+        case the provider had just crashed"): they go when the runtime unregisters or they
+        expire. joynr's C++ cluster controller removes them at once: ``remove``."""
+        if self.on_client_disconnect == "keep":
+            return []
         gone = WebSocketClientAddress(client_id)
         for pid, entry in self.table.items():
             if entry.address == gone and not entry.is_sticky:

@@ -90,9 +90,11 @@ class ClusterController(Runtime):
         remove_stale_delay_ms: int = 0,
         link_registry: LinkRegistry | None = None,
         detached_timeout_ms: int | None = None,
+        on_client_disconnect: str = "keep",
         **kwargs: Any,
     ) -> None:
         self.cc_id = cc_id
+        self.on_client_disconnect = on_client_disconnect
         self.gbids = tuple(gbids)
         if not self.gbids:
             raise ValueError(f"gbids: a cluster controller needs at least one GBID ({cc_id!r})")
@@ -178,7 +180,8 @@ class ClusterController(Runtime):
         )
         return CcMessageRouter(
             table, self.clock.now_ms, own_topic=self.topic, gbids=self.gbids,
-            resolves=self.discovery is not None, **self.router_options,
+            resolves=self.discovery is not None, on_client_disconnect=self.on_client_disconnect,
+            **self.router_options,
         )
 
     def _life_fields(self) -> dict[str, Any]:
