@@ -201,3 +201,18 @@ async def test_a_global_lookup_offers_a_local_providers_entry_and_the_policy_dec
     assert offer["outcome"] == outcome
     assert offer["old"]["type"] == "WebSocketClient" and offer["new"] == {**offer["new"], "type": "Mqtt",
                                                                         "addr": "gbid1/cc2"}
+
+
+@pytest.mark.parametrize("scope, visible", [("LOCAL_ONLY", False), ("LOCAL_THEN_GLOBAL", False),
+                                            ("LOCAL_AND_GLOBAL", False), ("GLOBAL_ONLY", True)])
+async def test_a_proxy_of_a_local_provider_is_globally_visible_when_discovered_globally(tmp_path, scope, visible):
+    """Seed 000: a proxy is globally visible when "it has discovered a local provider
+    globally (DiscoveryScope: GLOBAL ...)"."""
+    async with Simulation(tmp_path, gbids=["gbid1"]) as sim:
+        cc = await sim.cluster_controller("cc1", ["gbid1"])
+        provider_app = await sim.libjoynr("provider-app", cc)
+        await provider_app.register_provider("dom", "joynrsim/Echo", EchoProvider(), participant_id="p", scope="GLOBAL")
+        consumer = await sim.libjoynr("consumer", cc)
+        proxy = await consumer.discover_proxy("joynrsim/Echo", "dom", scope=scope)
+        assert consumer.table.lookup(proxy.participant_id).is_globally_visible is visible
+        assert cc.table.lookup(proxy.participant_id).is_globally_visible is visible

@@ -495,7 +495,10 @@ class Runtime:
         # joynr's highest-priority arbitration; a local provider wins a tie.
         chosen = max(entries, key=lambda e: (e.qos.priority, e.is_local, e.participant_id))
         self._route_to_discovered(chosen)
-        visible = not chosen.is_local
+        # Seed 000: a proxy is globally visible when it is connected to a global provider or
+        # has discovered a local provider globally (scope GLOBAL_ONLY; LOCAL_AND_GLOBAL and
+        # LOCAL_THEN_GLOBAL answer a local provider from the local store, not globally).
+        visible = not chosen.is_local or DiscoveryScope(getattr(scope, "value", scope)) is DiscoveryScope.GLOBAL_ONLY
         return await self.create_proxy(interface_name, chosen.participant_id, visible)
 
     def _route_to_discovered(self, entry: DiscoveryEntryWithMetaInfo) -> None:
