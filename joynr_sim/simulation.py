@@ -46,8 +46,10 @@ class Simulation:
         max_hops: int = 32,
         gcd_store: str | None = None,
         seed: int | None = None,
+        gcd_last_seen_timeout_ms: int | None = None,
     ) -> None:
         self.run_dir = Path(run_dir)
+        self.gcd_last_seen_timeout_ms = gcd_last_seen_timeout_ms
         self.run_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         self.run_id = run_id or uuid.uuid4().hex[:12]
         self.clock = clock or SimClock()
@@ -77,7 +79,8 @@ class Simulation:
         for gbid in self.gbids:
             gcd = GcdService(
                 gbid, self.gbids, self.brokers, store_url=self.gcd_store,
-                link_registry=self.link_registry(GCD_TOPIC), **self._common(),
+                link_registry=self.link_registry(GCD_TOPIC),
+                last_seen_timeout_ms=self.gcd_last_seen_timeout_ms, **self._common(),
             )
             self._adopt(gcd)
             self.gcds[gbid] = gcd

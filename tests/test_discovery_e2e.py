@@ -216,3 +216,23 @@ async def test_a_proxy_of_a_local_provider_is_globally_visible_when_discovered_g
         proxy = await consumer.discover_proxy("joynrsim/Echo", "dom", scope=scope)
         assert consumer.table.lookup(proxy.participant_id).is_globally_visible is visible
         assert cc.table.lookup(proxy.participant_id).is_globally_visible is visible
+
+
+async def test_the_gcd_removes_entries_their_cluster_controller_stopped_refreshing(tmp_path):
+    """Seed 001: entries not seen for the GCD's last-seen timeout are removed; a cluster
+    controller that runs touches its entries at the freshness interval and keeps them."""
+    hour = 3_600_000
+    async with Simulation(tmp_path, gbids=["gbid1"], gcd_last_seen_timeout_ms=2 * hour) as sim:
+        alive = await sim.cluster_controller("alive", ["gbid1"])
+        gone = await sim.cluster_controller("gone", ["gbid1"])
+        await alive.register_provider("dom", "joynrsim/Echo", EchoProvider(), participant_id="kept")
+        await gone.register_provider("dom", "joynrsim/Echo", EchoProvider(), participant_id="swept")
+        await gone.crash()
+        for n in range(1, 4):  # three hours, an hour at a time: "alive" touches every hour
+            sim.clock.advance(hour)
+            await until(lambda n=n: len(events(tmp_path, "gcd.touch", cc="alive")) >= n)
+        await until(lambda: events(tmp_path, "gcd.remove_stale", op="sweep"))
+        assert await gcd_rows(sim, "swept") == set()
+        assert await gcd_rows(sim, "kept") == {"gbid1"}
+    (sweep,) = events(tmp_path, "gcd.remove_stale", op="sweep")
+    assert sweep["removed"] == [["swept", "gbid1"]] and sweep["cc"] is None

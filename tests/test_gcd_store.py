@@ -103,6 +103,17 @@ def test_delete_and_delete_expired(store):
     assert [r.participant_id for r in store.all_rows()] == ["p2"]
 
 
+def test_delete_last_seen_before(store):
+    with store.transaction(write=True) as tx:
+        tx.put(row("p1", last_seen=10))
+        tx.put(row("p2", last_seen=11))
+        tx.put(row("p1", "GBID2", last_seen=5))
+    with store.transaction(write=True) as tx:
+        assert tx.delete_last_seen_before(11) == [("p1", "GBID1"), ("p1", "GBID2")]
+        assert tx.delete_last_seen_before(11) == []
+    assert [r.participant_id for r in store.all_rows()] == ["p2"]
+
+
 def test_a_failed_transaction_changes_nothing(store):
     with store.transaction(write=True) as tx:
         tx.put(row("p1"))

@@ -195,10 +195,14 @@ class GlobalCapabilitiesDirectory:
     def lookup_participant_old(self, participant_id: str) -> GlobalDiscoveryEntry:
         """Old lookup: the entry in the own GBID, else ProviderRuntimeException."""
         check_str(participant_id, "participant_id")
-        best = self._best(self._alive_rows_for(participant_id), (self.own_gbid,))
+        rows = self._alive_rows_for(participant_id)
+        best = self._best(rows, (self.own_gbid,))
         if best is None:
+            # The old interface has no modeled errors; joynr names the DiscoveryError in the
+            # message of the ProviderRuntimeException instead.
+            error = DiscoveryError.NO_ENTRY_FOR_SELECTED_BACKENDS if rows else DiscoveryError.NO_ENTRY_FOR_PARTICIPANT
             raise ProviderRuntimeException(
-                f"no entry for participant {participant_id!r} in backend {self.own_gbid!r}"
+                f"{error.value}: no entry for participant {participant_id!r} in backend {self.own_gbid!r}"
             )
         return best.entry
 
@@ -307,6 +311,13 @@ class GlobalCapabilitiesDirectory:
         now = self.clock()
         with self.store.transaction(write=True) as tx:
             return tx.delete_expired(now)
+
+    def purge_not_seen_since(self, bound_ms: int) -> list[RowKey]:
+        """Delete every row last seen (added or touched) before ``bound_ms``: seed 001's
+        cleanup of entries whose cluster controller stopped refreshing them."""
+        _check_int(bound_ms, "bound_ms")
+        with self.store.transaction(write=True) as tx:
+            return tx.delete_last_seen_before(bound_ms)
 
 
 def _alive(row: GcdRow, now: int) -> bool:

@@ -76,6 +76,10 @@ class GcdTransaction(Protocol):
         """Delete the rows whose expiry date lies before ``now_ms``; return their keys."""
         ...
 
+    def delete_last_seen_before(self, bound_ms: int) -> list[RowKey]:
+        """Delete the rows last seen before ``bound_ms``; return their keys, in key order."""
+        ...
+
 
 class GcdStore(Protocol):
     def transaction(self, write: bool = False) -> AbstractContextManager[GcdTransaction]:
@@ -140,6 +144,12 @@ class _MemoryTransaction:
         for key in expired:
             del self.rows[key]
         return expired
+
+    def delete_last_seen_before(self, bound_ms: int) -> list[RowKey]:
+        stale = sorted(k for k, r in self.rows.items() if r.entry.last_seen_date_ms < bound_ms)
+        for key in stale:
+            del self.rows[key]
+        return stale
 
 
 def _ordered(rows: Iterable[GcdRow]) -> list[GcdRow]:

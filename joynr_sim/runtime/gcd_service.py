@@ -161,9 +161,15 @@ class GcdService(Runtime):
         *,
         store_url: str,
         link_registry: LinkRegistry,
+        last_seen_timeout_ms: int | None = None,
+        sweep_interval_ms: int = 60_000,
         **kwargs: Any,
     ) -> None:
         self.gbid = gbid
+        # Entries not touched for this long are removed (None: only expired ones go).
+        self.last_seen_timeout_ms = last_seen_timeout_ms
+        self.sweep_interval_ms = sweep_interval_ms
+        self._last_sweep_ms = 0
         self.known_gbids = list(known_gbids)
         self.store_url = store_url
         self.topic = GCD_TOPIC
@@ -246,3 +252,16 @@ class GcdService(Runtime):
         self.endpoint.purge(now_ms)
         if self._executor is not None:
             self._spawn(self.run(lambda g: g.purge_expired()))
+            if self.last_seen_timeout_ms is not None and now_ms - self._last_sweep_ms >= self.sweep_interval_ms:
+                self._last_sweep_ms = now_ms
+                self._spawn(self._sweep_not_seen(now_ms))
+
+    async def _sweep_not_seen(self, now_ms: int) -> None:
+        """Entries whose cluster controller stopped touching them go (seed 001); the sweep is
+        traced like a removeStale without a cluster controller, so checks see the removal."""
+        assert self.last_seen_timeout_ms is not None
+        bound = self.clock.now_ms() - self.last_seen_timeout_ms
+        removed = await self.run(lambda g: g.purge_not_seen_since(bound))
+        if removed:
+            self.emit("gcd.remove_stale", op="sweep", cc=None, max_last_seen=bound,
+                      removed=[list(key) for key in removed], error=None)

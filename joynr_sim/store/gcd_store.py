@@ -120,13 +120,19 @@ class _SqlTransaction:
         )
 
     def delete_expired(self, now_ms: int) -> list[RowKey]:
+        return self._delete_where("expiry_date_ms", now_ms)
+
+    def delete_last_seen_before(self, bound_ms: int) -> list[RowKey]:
+        return self._delete_where("last_seen_date_ms", bound_ms)
+
+    def _delete_where(self, column: str, bound_ms: int) -> list[RowKey]:
+        """Delete the rows whose ``column`` lies before the bound; their keys in key order."""
         self._cur.execute(
-            f"SELECT participant_id, gbid FROM {self._t} WHERE expiry_date_ms < {self._ph} "
-            f"{self._order}",
-            (now_ms,),
+            f"SELECT participant_id, gbid FROM {self._t} WHERE {column} < {self._ph} {self._order}",
+            (bound_ms,),
         )
         keys = [(p, g) for p, g in self._cur.fetchall()]
-        self._cur.execute(f"DELETE FROM {self._t} WHERE expiry_date_ms < {self._ph}", (now_ms,))
+        self._cur.execute(f"DELETE FROM {self._t} WHERE {column} < {self._ph}", (bound_ms,))
         return keys
 
 
