@@ -169,8 +169,8 @@ NUMBERS = [
     ("bool-advance", "advance: true", "steps[2].advance", "expected an integer, got true"),
     ("yes-count", "expect_calls: {proxy: px, method: echo, count: yes}",
      "steps[2].expect_calls.count", "expected an integer, got true"),
-    ("bool-port", "add_route: {runtime: cc1, participant: x, address: {type: WebSocket, host: h, "
-     "port: false}}", "steps[2].add_route.address.port", "expected an integer, got false"),
+    ("bool-port", ("add_route: {runtime: cc1, participant: x, address: {type: WebSocket, host: h, "
+                   "port: false}}"), "steps[2].add_route.address.port", "expected an integer, got false"),
     ("negative-advance", "advance: -1", "steps[2].advance", "must be at least 0, got -1"),
 ]
 

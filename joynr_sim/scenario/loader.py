@@ -19,12 +19,21 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import yaml
 
-from .model import BROKER_STEPS, RUNTIME_STEPS, Reproduces, RuntimeSpec, Scenario, Step, freeze
+from .model import (
+    BROKER_STEPS,
+    RUNTIME_STEPS,
+    Reproduces,
+    RuntimeSpec,
+    Scenario,
+    Step,
+    freeze,
+)
 from .references import References
 from .schema import SCHEMA_PATH, At, first_problem, with_defaults
 

@@ -10,13 +10,21 @@ The data has passed the schema and holds every default; a problem is reported th
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from brokers import BrokerSpecError, parse_broker
 
 from ..runtime.participants import INTERFACES
 from ..trace import EVENTS
-from .model import BROKER_STEPS, CLUSTER_CONTROLLER, LIBJOYNR, REF_PREFIX, RUNTIME_STEPS, participant_ref
+from .model import (
+    BROKER_STEPS,
+    CLUSTER_CONTROLLER,
+    LIBJOYNR,
+    REF_PREFIX,
+    RUNTIME_STEPS,
+    participant_ref,
+)
 from .schema import At
 
 Fail = Callable[[At, str], Exception]

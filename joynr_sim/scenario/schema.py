@@ -17,8 +17,9 @@ import copy
 import functools
 import json
 import re
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import jsonschema
 from jsonschema import Draft202012Validator, ValidationError
