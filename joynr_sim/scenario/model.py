@@ -3,8 +3,8 @@
 Every step keeps its arguments as a read-only mapping with every optional argument present
 (absent ones hold their default, often ``None``), so the runner reads ``args["scope"]``
 without asking whether it was written; only the one-of mappings ``expect`` ({result} |
-{error} | {timeout}) and ``wait``'s ``until`` ({route} | {gcd} | {connected}) hold just the
-key given. Lists are tuples; ``thaw()`` gives plain lists and dicts back, e.g. to compare an
+{error} | {timeout}) and ``wait``'s ``until`` ({route} | {gcd} | {connected} | {event}) hold
+just the key given. Lists are tuples; ``thaw()`` gives plain lists and dicts back, e.g. to compare an
 expected result with a decoded reply. Scalar forms are normalised: ``crash: app1`` becomes
 ``{"runtime": "app1"}``, ``crash_broker: gbid1`` becomes ``{"gbid": "gbid1"}``, ``advance:
 5000`` becomes ``{"ms": 5000}``.
@@ -18,10 +18,11 @@ step runs, because generated participant ids are only known then.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Mapping
+from typing import Any
 
 CLUSTER_CONTROLLER = "cluster-controller"
 LIBJOYNR = "libjoynr"
