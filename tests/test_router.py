@@ -322,3 +322,26 @@ def test_an_internal_provider_takes_calls_only_from_its_own_runtime() -> None:
     # Its own runtimes call it over WebSocket; the replies to its own calls come from anywhere.
     assert kinds(router.receive(message(to="routing"), "ws", source="app1"))[-1] == "Deliver"
     assert kinds(router.receive(message(REPLY, to="routing"), "mqtt", "gbid1"))[-1] == "Deliver"
+
+
+def test_a_message_from_the_cluster_controller_is_never_sent_back() -> None:
+    router = lib_router()
+    # A proxy of the previous run made a route to the provider through the cluster controller.
+    router.table.put("provider", RoutingEntry(CC_WS, False, FOREVER), "discovery")
+    msg = message()
+    # (the requester is learnt as reachable through the cluster controller, as before)
+    assert kinds(router.receive(msg, "ws")) == ["Received", "LearnRoute", "Queue:no-route"]  # no Send
+    assert kinds(router.receive(message(REPLY, to="nobody"), "ws")) == ["Received", "Queue:no-route"]  # no Resolve
+    skeleton = in_process(router)  # the provider registers again
+    delivered = router.route_appeared("provider")
+    assert [(type(a).__name__, a.msg.id) for a in delivered][-1] == ("Deliver", msg.id)
+    assert delivered[-1].recipient is skeleton
+    # Its own participants' messages still go to the cluster controller.
+    assert kinds(router.route(message(to="nobody-else", sender="provider"))) == ["Queue:no-route", "Resolve"]
+
+
+def test_the_unfixed_runtime_sends_it_back() -> None:
+    router = lib_router(route_back_to_parent=True)
+    router.table.put("provider", RoutingEntry(CC_WS, False, FOREVER), "discovery")
+    send = router.receive(message(hops=3), "ws")[-1]
+    assert isinstance(send, Send) and send.address == CC_WS and send.msg.hops == 4

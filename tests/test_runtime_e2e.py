@@ -192,3 +192,30 @@ async def test_a_cluster_controller_can_drop_a_gone_clients_routes_as_joynr_cpp_
         lost = [e for e in events(tmp_path, "msg.in", rt="cc2", type="rq") if e["to"] == PROVIDER][-1]
         stops = [(e["ev"], e.get("reason")) for e in events(tmp_path, msg=lost["msg"]) if e["rt"] == "cc2"]
         assert stops[-2:] == [("msg.queue", "no-route"), ("msg.drop", "expired")]
+
+
+@pytest.mark.parametrize("unfixed", [False, True])
+async def test_a_restarted_runtime_never_sends_its_cluster_controllers_messages_back(tmp_path, unfixed):
+    """The loop joynr fixed in 1.17.3 / 1.18.1: a libjoynr runtime restarts; a request for
+    its provider, not yet registered again, arrives from the cluster controller (which kept
+    the provider's WebSocketClient entry). The fixed runtime holds it until the provider is
+    back; the unfixed one sends it back, and the two pass it to and fro until the hop limit."""
+    async with Simulation(tmp_path, gbids=["gbid1"]) as sim:
+        cc = await sim.cluster_controller("cc1", ["gbid1"])
+        app = await sim.libjoynr("app", cc, route_back_to_parent=unfixed)
+        consumer = await sim.libjoynr("consumer", cc)
+        await app.register_provider("dom", "joynrsim/Echo", EchoProvider(), participant_id="p", scope="LOCAL")
+        proxy = await consumer.create_proxy("joynrsim/Echo", "p")
+        assert await proxy.call("echo", "first", ttl_ms=10_000) == "first"
+        await app.crash()
+        await app.start()
+        call = asyncio.ensure_future(proxy.call("echo", "again", ttl_ms=3_000))
+        await until(lambda: any(e["to"] == "p" for e in events(tmp_path, "msg.in", rt="app", type="rq")[1:]))
+        await app.register_provider("dom", "joynrsim/Echo", EchoProvider(), participant_id="p", scope="LOCAL")
+        if unfixed:
+            with pytest.raises(JoynrTimeoutException):
+                await call
+        else:
+            assert await call == "again"
+    hop_limit = events(tmp_path, "msg.drop", reason="hop-limit")
+    assert bool(hop_limit) is unfixed

@@ -222,7 +222,7 @@ class MessageRouter:
         return True
 
     # -- helpers ---------------------------------------------------------------------
-    def _enqueue(self, msg: JoynrMessage, via: str) -> list[Action]:
+    def _enqueue(self, msg: JoynrMessage, via: str, ask: bool = True) -> list[Action]:
         size = len(msg.payload)
         if size > self.max_queued_bytes or self.max_queued <= 0:
             return [Drop(msg, "queue-full", detail=f"{size} bytes do not fit the queue")]
@@ -242,7 +242,7 @@ class MessageRouter:
         self._by_participant.setdefault(msg.recipient, []).append(key)
         self._queued_bytes += size
         actions.append(Queue(msg))
-        if self._wants_resolve() and msg.recipient not in self._resolving:
+        if ask and self._wants_resolve() and msg.recipient not in self._resolving:
             self._resolving.add(msg.recipient)
             actions.append(Resolve(msg.recipient))
         return actions
@@ -349,14 +349,30 @@ class CcMessageRouter(MessageRouter):
 class LibJoynrMessageRouter(MessageRouter):
     """A libjoynr runtime's router: everything outside the runtime is reached through the
     cluster controller's WebSocketAddress; while that connection is away, messages are
-    held and sent again when it is back (as joynr's WebSocket client does)."""
+    held and sent again when it is back (as joynr's WebSocket client does).
+
+    A message that came from the cluster controller is for a participant of this runtime:
+    it is never sent back. One for a participant not (yet) here — a provider about to
+    register again after a restart, a proxy of the previous run — waits until its InProcess
+    entry appears or it expires. joynr before 1.17.3 / 1.18.1 sent it back, and the cluster
+    controller, whose WebSocketClient entry points here, sent it here again: a loop that
+    ends only at the hop limit. ``route_back_to_parent=True`` replays that behaviour."""
 
     def __init__(
-        self, table: RoutingTable, clock: Callable[[], int], *, parent: WebSocketAddress, **kwargs: Any
+        self, table: RoutingTable, clock: Callable[[], int], *, parent: WebSocketAddress,
+        route_back_to_parent: bool = False, **kwargs: Any,
     ) -> None:
         super().__init__(table, clock, **kwargs)
         self.parent = parent
+        self.route_back_to_parent = route_back_to_parent
         self._held: list[JoynrMessage] = []
+
+    def route(self, msg: JoynrMessage, gbid: str | None = None, via: str = "inprocess") -> list[Action]:
+        if via == "ws" and not self.route_back_to_parent and msg.expiry_date_ms >= self.clock():
+            entry = self.table.lookup(msg.recipient)
+            if entry is None or not isinstance(entry.address, InProcessAddress):
+                return self._enqueue(msg, via, ask=False)
+        return super().route(msg, gbid, via)
 
     def send_failed(
         self, msg: JoynrMessage, address: Address, reason: str = "no-connection", detail: str | None = None

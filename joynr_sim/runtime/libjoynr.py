@@ -41,9 +41,10 @@ class LibjoynrRuntime(Runtime):
 
     def __init__(
         self, runtime_id: str, cc_id: str, cc_address: WebSocketAddress, *, token: str | None = None,
-        **kwargs: Any,
+        route_back_to_parent: bool = False, **kwargs: Any,
     ) -> None:
         self.cc_id = cc_id
+        self.route_back_to_parent = route_back_to_parent  # joynr < 1.17.3: see LibJoynrMessageRouter
         self.token = token  # proves this runtime's id to its cluster controller
         self.cc_address = cc_address
         self.routing_provider_id = routing_provider_participant_id(cc_id)
@@ -57,7 +58,10 @@ class LibjoynrRuntime(Runtime):
 
     def _make_router(self) -> LibJoynrMessageRouter:
         table = RoutingTable("libjoynr", policy=self.policy, clock=self.clock.now_ms)
-        return LibJoynrMessageRouter(table, self.clock.now_ms, parent=self.cc_address, **self.router_options)
+        return LibJoynrMessageRouter(
+            table, self.clock.now_ms, parent=self.cc_address, route_back_to_parent=self.route_back_to_parent,
+            **self.router_options,
+        )
 
     def _life_fields(self) -> dict[str, Any]:
         return {"cc_id": self.cc_id}
