@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from e2e_helpers import events, until
 from joynr_sim.core.address import MqttAddress
 from joynr_sim.core.discovery import DiscoveryError, DiscoveryErrorException
 from joynr_sim.core.errors import ProviderRuntimeException
@@ -11,7 +12,6 @@ from joynr_sim.runtime.base import DiscoveryException
 from joynr_sim.runtime.discovery import GCD_PARTICIPANT_ID
 from joynr_sim.runtime.participants import EchoProvider
 from joynr_sim.simulation import Simulation
-from test_runtime_e2e import events, until
 
 pytestmark = pytest.mark.e2e  # every test runs brokers and runtimes
 

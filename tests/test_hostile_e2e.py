@@ -5,7 +5,6 @@ frame is accounted for in the trace."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 
 import msgpack
@@ -14,6 +13,7 @@ import pytest
 from paho.mqtt.enums import CallbackAPIVersion
 from websockets.asyncio.client import connect
 
+from e2e_helpers import events, until
 from joynr_sim.core.address import MqttAddress
 from joynr_sim.core.message import REQUEST, JoynrMessage, encode
 from joynr_sim.runtime.participants import (
@@ -40,18 +40,6 @@ async def topology(sim: Simulation, **cc_options):
     await provider_app.register_provider("dom", "joynrsim/Echo", EchoProvider(), participant_id=PROVIDER)
     proxy = await consumer.create_proxy("joynrsim/Echo", PROVIDER)
     return cc1, cc2, provider_app, proxy
-
-
-def events(run_dir, ev, **match):
-    return [e for e in read_run(run_dir) if e["ev"] == ev and all(e.get(k) == v for k, v in match.items())]
-
-
-async def until(predicate, timeout_s: float = 15.0) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout_s
-    while not predicate():
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError("condition not reached within the bound")
-        await asyncio.sleep(0.02)
 
 
 class Attacker:

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
-from pathlib import Path
 
 import paho.mqtt.client as paho
 import pytest
 from paho.mqtt.enums import CallbackAPIVersion
 
+from e2e_helpers import events, until
 from joynr_sim.core.address import MqttAddress
 from joynr_sim.core.message import JoynrMessage, encode
 from joynr_sim.runtime.participants import (
@@ -20,7 +20,6 @@ from joynr_sim.runtime.participants import (
     MethodInvocationException,
 )
 from joynr_sim.simulation import Simulation
-from joynr_sim.trace import read_run
 
 pytestmark = pytest.mark.e2e  # every test runs brokers and runtimes
 
@@ -41,22 +40,6 @@ async def topology(sim: Simulation):
     )
     proxy = await consumer.create_proxy("joynrsim/Echo", PROVIDER)
     return cc1, cc2, consumer, provider_app, proxy
-
-
-def events(run_dir: Path, ev: str | None = None, **match):
-    return [
-        e for e in read_run(run_dir)
-        if (ev is None or e["ev"] == ev) and all(e.get(k) == v for k, v in match.items())
-    ]
-
-
-async def until(predicate, timeout_s: float = 10.0) -> None:
-    """Wait for a condition the system reaches on its own, with a bound."""
-    deadline = asyncio.get_running_loop().time() + timeout_s
-    while not predicate():
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError("condition not reached within the bound")
-        await asyncio.sleep(0.02)
 
 
 @pytest.mark.parametrize("broker", BROKERS)

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
+from e2e_helpers import events, until
 from joynr_sim.runtime.participants import CounterProvider
 from joynr_sim.simulation import Simulation
 from joynr_sim.store.outbox import OUTGOING
-from test_runtime_e2e import events, until
 
 pytestmark = pytest.mark.e2e  # every test runs brokers and runtimes
 
