@@ -2,7 +2,7 @@
 
     async with BrokerSet(["gbid-a", "gbid-b"], broker="amqtt", run_dir=run) as brokers:
         host, port = brokers.endpoint("gbid-a")
-        username, password = brokers.credentials("cc-1")
+        username, password = brokers.credentials("cc-1")   # ("cc-1", its own password)
         await brokers.crash_broker("gbid-a")      # SIGKILL
         await brokers.restart_broker("gbid-a")    # same port
 
@@ -13,13 +13,23 @@
 event when a TraceWriter is given. A broker's output is appended to
 ``<run dir>/brokers/<gbid>.log``.
 
+Logins (``brokers.access``): every client logs in as itself, its client id as username,
+with a password derived from the set's secret (``<run dir>/brokers/secret``, owner-only);
+it may subscribe within ``<client id>/#`` and publish to ``<any topic>/low``.
+``admin_credentials`` are the simulator's own, for any client id and topic. amqtt checks
+the derived passwords itself; Mosquitto reads a password and an ACL file that list every
+user, so a client id it has not seen is added to them and the running brokers reload
+them (SIGHUP) before ``credentials`` returns.
+
 Sessions: amqtt keeps them in memory, so a broker stop or crash loses every persistent
 session and queued message; Mosquitto persists them in the run directory (see
 ``brokers.mosquitto``). Either way a persistent session survives a *client's* crash.
 
 Longer than 400 lines because it is one class, the lifecycle of a set of broker
-processes (ports, locks, start, stop, crash, restart and their trace events), which reads
-best in one place. Parsing the choice (``spec``) and probing a broker (``probe``) live apart.
+processes (ports, locks, start, stop, crash, restart and their trace events, and the
+reload of Mosquitto's logins into running processes, which depends on that lifecycle),
+which reads best in one place. Parsing the choice (``spec``), probing a broker (``probe``),
+the login and topic model (``access``) and Mosquitto's files (``mosquitto``) live apart.
 """
 
 from __future__ import annotations
@@ -31,6 +41,7 @@ import secrets
 import signal
 import socket
 import sys
+import threading
 import time
 import weakref
 from dataclasses import dataclass, field
@@ -38,8 +49,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING
 
-from . import mosquitto
-from .probe import CONNACK_CODES, connect_packet, probe, reason
+from . import access, mosquitto
+from .probe import CONNACK_CODES, connect_packet, probe, probe_blocking, reason
 from .spec import EXTERNAL, GBID_RE, BrokerSpec, ExternalBroker, parse_broker
 
 if TYPE_CHECKING:
@@ -52,8 +63,9 @@ PROBE_TIMEOUT_S = 2.0
 PROBE_INTERVAL_S = 0.05
 PORT_ATTEMPTS = 3  # a freshly chosen free port can be taken by someone else before we bind
 LOG_TAIL_LINES = 20
-PASSWORD_FILE = "password"
-PASSWORD_ENV = "JOYNR_SIM_BROKER_PASSWORD"  # how an amqtt broker process gets the password
+RELOAD_TIMEOUT_S = 10.0  # a Mosquitto reload is answered within milliseconds
+SECRET_FILE = "secret"
+SECRET_ENV = "JOYNR_SIM_BROKER_SECRET"  # how an amqtt broker process gets the secret
 
 _PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
@@ -69,6 +81,8 @@ class _Broker:
     port: int | None = None
     process: asyncio.subprocess.Process | None = None
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    ready: bool = False  # answered a CONNECT since it was started: it handles SIGHUP
+    loaded: int = -1  # Mosquitto: the generation of the account files it has read
 
     @property
     def target(self) -> str:
@@ -131,7 +145,10 @@ class BrokerSet:
         self._external: dict[str, ExternalBroker] = self._spec.external
         self._mosquitto_binary = mosquitto.find_binary() if self._kind == "mosquitto" else None
         self._brokers = {g: _Broker(g, HOST) for g in gbids}
-        self._password: str | None = None
+        self._secret: str | None = None
+        self._accounts: mosquitto.Accounts | None = None
+        # Guards the secret and Mosquitto's accounts: credentials are asked for from any thread.
+        self._accounts_lock = threading.Lock()
         self._pids: dict[str, int] = {}
         self._finalizer = weakref.finalize(self, _kill_leftovers, self._pids)
 
@@ -169,29 +186,35 @@ class BrokerSet:
         return f"mqtt://{host}:{port}"
 
     def credentials(self, client_id: str, gbid: str | None = None) -> tuple[str, str]:
-        """(username, password) every client must pass in its CONNECT.
+        """(username, password) a client with ``client_id`` passes in its CONNECT to the
+        broker of ``gbid`` (without ``gbid``: to any broker of the set).
 
-        amqtt: the client id and the set's password (any non-empty username is accepted;
-        a username is what keeps amqtt from treating the session as anonymous and deleting
-        it on disconnect). Mosquitto: ``joynr-sim`` and the set's password, from its
-        password file. External: the user and password in the URL of ``gbid`` (without
-        ``gbid``: of the first URL that has one), else the client id and an empty password
-        (for a broker that allows anonymous access).
+        amqtt and Mosquitto: the client id itself and its own password; the login may
+        use only that client id, subscribe within ``<client id>/#`` and publish to
+        ``<any topic>/low`` (``brokers.access``). Any acceptable client id gets one, so a
+        test's outsider can log in, confined to its own prefix. External: the user and
+        password in the URL of ``gbid`` (without ``gbid``: of the first URL that has one),
+        else the client id and an empty password (for a broker that allows anonymous access).
         """
-        if not isinstance(client_id, str) or not client_id:
-            raise ValueError(f"client_id: expected a non-empty string, got {client_id!r}")
         if self._kind == EXTERNAL:
+            if not isinstance(client_id, str) or not client_id:
+                raise ValueError(f"client_id: expected a non-empty string, got {client_id!r}")
             urls = [self._external[self._get(gbid).gbid]] if gbid is not None else self._external.values()
             for external in urls:
                 if external.username is not None:
                     return external.username, external.password or ""
             return client_id, ""
-        if gbid is not None:
-            self._get(gbid)
-        password = self._ensure_password()
-        if self._kind == "mosquitto":
-            return mosquitto.USERNAME, password
-        return client_id, password
+        access.check_client_id(client_id)
+        return self._login(client_id, gbid)
+
+    def admin_credentials(self, gbid: str | None = None) -> tuple[str, str]:
+        """The simulator's administrative login: any client id, every topic (``#``).
+
+        On Mosquitto the username is also the session's client id, so one administrative
+        connection per broker at a time; amqtt keeps the client id the client sends."""
+        if self._kind == EXTERNAL:
+            raise BrokerError("admin_credentials: the brokers are external; joynr-sim has no login of its own there")
+        return self._login(access.ADMIN_USERNAME, gbid)
 
     def is_running(self, gbid: str) -> bool:
         if self._kind == EXTERNAL:
@@ -275,6 +298,7 @@ class BrokerSet:
         async with b.lock:
             if not b.running or b.process is None:
                 raise BrokerError(f"gbid {gbid!r}: broker not running, nothing to crash")
+            b.ready = False
             with contextlib.suppress(ProcessLookupError):
                 b.process.kill()
             await b.process.wait()
@@ -315,19 +339,74 @@ class BrokerSet:
             b.port = port
         return fresh
 
-    def _ensure_password(self) -> str:
-        """The set's client password, kept in the run dir so a new set on it keeps it."""
-        if self._password is None:
-            path = self.broker_dir / PASSWORD_FILE
-            self.broker_dir.mkdir(parents=True, exist_ok=True)
-            if path.exists():
-                self._password = path.read_text(encoding="utf-8").strip()
-            if not self._password:
-                self._password = secrets.token_hex(16)
-                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-                with os.fdopen(fd, "w", encoding="utf-8") as f:
-                    f.write(self._password + "\n")
-        return self._password
+    def _ensure_secret(self) -> str:
+        """The secret every password derives from, kept in the run dir so a new set on
+        it (a broker restarted by a new process) lets the same clients in."""
+        with self._accounts_lock:
+            if self._secret is None:
+                path = self.broker_dir / SECRET_FILE
+                self.broker_dir.mkdir(parents=True, exist_ok=True)
+                if path.exists():
+                    self._secret = path.read_text(encoding="utf-8").strip()
+                if not self._secret:
+                    self._secret = secrets.token_hex(16)
+                    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+                    with os.fdopen(fd, "w", encoding="utf-8") as f:
+                        f.write(self._secret + "\n")
+            return self._secret
+
+    def _login(self, username: str, gbid: str | None) -> tuple[str, str]:
+        """(username, its password); on Mosquitto, once the brokers it may use let it in."""
+        brokers = [self._get(gbid)] if gbid is not None else list(self._brokers.values())
+        secret = self._ensure_secret()
+        if self._kind == "mosquitto":
+            with self._accounts_lock:
+                accounts = self._mosquitto_accounts(secret)
+                accounts.add(username)
+                for b in brokers:
+                    self._reload(b, accounts)
+        return username, access.password(secret, username)
+
+    def _mosquitto_accounts(self, secret: str) -> mosquitto.Accounts:
+        """(Under ``_accounts_lock``.)"""
+        if self._accounts is None:
+            self._accounts = mosquitto.Accounts(self.broker_dir, secret)
+        return self._accounts
+
+    def _reload(self, b: _Broker, accounts: mosquitto.Accounts) -> None:
+        """(Under ``_accounts_lock``.) Have a running Mosquitto read the account files of
+        the current generation: SIGHUP, then CONNECTs as that generation's canary until one
+        is let in. A broker not ready (stopped, crashed, starting) reads them when it starts;
+        one that goes away meanwhile is left to its owner."""
+        process = b.process
+        if not b.ready or process is None or b.loaded >= accounts.generation:
+            return
+        try:
+            os.kill(process.pid, signal.SIGHUP)
+        except ProcessLookupError:
+            return
+        assert b.port is not None
+        canary, password = accounts.canary_login()
+        packet = connect_packet(canary, canary, password)
+        deadline = time.monotonic() + RELOAD_TIMEOUT_S
+        while True:
+            try:
+                code = probe_blocking(b.host, b.port, packet, PROBE_TIMEOUT_S)
+            except OSError as exc:
+                last = reason(exc)
+            else:
+                if code == 0:
+                    b.loaded = accounts.generation
+                    return
+                last = f"CONNACK return code {code}: {CONNACK_CODES.get(code, 'unknown')}"
+            if not b.ready:
+                return
+            if time.monotonic() > deadline:
+                raise BrokerError(
+                    f"gbid {b.gbid!r}: mosquitto on port {b.port} did not load its new users within "
+                    f"{RELOAD_TIMEOUT_S:g} s (last: {last}); {self.log_path(b.gbid)}"
+                )
+            time.sleep(PROBE_INTERVAL_S)
 
     def _command(self, b: _Broker) -> tuple[list[str], dict[str, str]]:
         assert b.port is not None
@@ -337,17 +416,20 @@ class BrokerSet:
             env["PYTHONPATH"] = os.pathsep.join(
                 p for p in (str(_PROJECT_ROOT), env.get("PYTHONPATH", "")) if p
             )
-            env[PASSWORD_ENV] = self._ensure_password()
+            env[SECRET_ENV] = self._ensure_secret()
             argv = [
                 sys.executable, "-m", "brokers.amqtt_broker",
                 "--gbid", b.gbid, "--host", b.host, "--port", str(b.port), "--exit-on-stdin-eof",
             ]
             return argv, env
         assert self._mosquitto_binary is not None
-        password_file = self.broker_dir / "mosquitto.passwd"
-        mosquitto.write_password_file(password_file, self._ensure_password())
+        secret = self._ensure_secret()
+        with self._accounts_lock:
+            accounts = self._mosquitto_accounts(secret)
+            accounts.write()
+            b.loaded = accounts.generation  # it reads these files when it starts
         config = self.broker_dir / f"{b.gbid}.conf"
-        mosquitto.write_config(config, b.port, password_file, self.broker_dir / f"{b.gbid}.mosquitto")
+        mosquitto.write_config(config, b.port, accounts, self.broker_dir / f"{b.gbid}.mosquitto")
         return mosquitto.command(self._mosquitto_binary, config), env
 
     async def _start(self, b: _Broker, ev: str, may_move_port: bool) -> None:
@@ -387,12 +469,21 @@ class BrokerSet:
         except BaseException:
             await self._kill(b)
             raise
+        b.ready = True
+        if self._kind == "mosquitto":
+            # Users added while it started may have come after it read the files.
+            await asyncio.to_thread(self._catch_up, b)
+
+    def _catch_up(self, b: _Broker) -> None:
+        with self._accounts_lock:
+            assert self._accounts is not None
+            self._reload(b, self._accounts)
 
     async def _wait_ready(self, b: _Broker, log_path: Path) -> None:
         """Until the broker answers a CONNECT with CONNACK 0, within START_TIMEOUT_S."""
         assert b.process is not None and b.port is not None
-        username, password = self.credentials(f"joynr-sim-probe-{b.gbid}")
-        packet = connect_packet(f"joynr-sim-probe-{b.gbid}", username, password)
+        username = access.PROBE_USERNAME  # its own client id: one probe per broker at a time
+        packet = connect_packet(username, username, access.password(self._ensure_secret(), username))
         started = time.monotonic()
         deadline = started + START_TIMEOUT_S
         last_error = "no answer yet"
@@ -425,6 +516,7 @@ class BrokerSet:
         async with b.lock:
             if not b.running or b.process is None:
                 return
+            b.ready = False
             with contextlib.suppress(ProcessLookupError):
                 b.process.terminate()
             try:
@@ -435,6 +527,7 @@ class BrokerSet:
             self._emit("life.stop", b)
 
     async def _kill(self, b: _Broker) -> None:
+        b.ready = False
         if b.process is not None and b.process.returncode is None:
             with contextlib.suppress(ProcessLookupError):
                 b.process.kill()
@@ -442,6 +535,7 @@ class BrokerSet:
         self._reap(b)
 
     def _reap(self, b: _Broker) -> None:
+        b.ready = False
         self._pids.pop(b.gbid, None)
         if b.process is not None and b.process.stdin is not None:
             b.process.stdin.close()

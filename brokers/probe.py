@@ -1,8 +1,10 @@
 """One MQTT CONNECT over a raw socket: is a broker there, and does it take the credentials?
 
-The broker set asks this of a broker it started (until it answers) and of an external one
-(once, at start). Raw bytes rather than a client library: one packet out, four bytes back,
-no threads, and the answer is the CONNACK return code itself.
+The broker set asks this of a broker it started (until it answers), of an external one
+(once, at start) and of a Mosquitto broker it told to reload its users (until the newest
+one is let in: ``probe_blocking``, from whichever thread asked for credentials). Raw
+bytes rather than a client library: one packet out, four bytes back, no threads, and the
+answer is the CONNACK return code itself.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import socket
 import struct
 
 CONNACK_CODES = {
@@ -53,6 +56,23 @@ async def probe(host: str, port: int, packet: bytes) -> int:
         writer.close()
         with contextlib.suppress(OSError):
             await writer.wait_closed()
+
+
+def probe_blocking(host: str, port: int, packet: bytes, timeout_s: float) -> int:
+    """``probe`` on a blocking socket, for callers that are not coroutines."""
+    with socket.create_connection((host, port), timeout=timeout_s) as sock:
+        sock.sendall(packet)
+        connack = b""
+        while len(connack) < 4:
+            chunk = sock.recv(4 - len(connack))
+            if not chunk:
+                raise ConnectionResetError(f"connection closed after {len(connack)} bytes of CONNACK")
+            connack += chunk
+        if connack[0] != 0x20:
+            raise OSError(f"expected CONNACK, got packet type byte 0x{connack[0]:02x}")
+        if connack[3] == 0:
+            sock.sendall(b"\xe0\x00")  # DISCONNECT
+        return connack[3]
 
 
 def reason(exc: BaseException) -> str:

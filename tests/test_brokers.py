@@ -27,7 +27,7 @@ from brokers import (
     mosquitto,
     parse_broker,
 )
-from brokers.broker_set import PASSWORD_ENV
+from brokers.broker_set import SECRET_ENV
 from joynr_sim.trace import TraceWriter, read_events
 from joynr_sim.transport.mqtt import MqttConnectError, MqttConnection
 
@@ -70,6 +70,7 @@ class Client:
         self.reason_code: mqtt.ReasonCode | None = None
         self.session_present: bool | None = None
         self.subacks: dict[int, threading.Event] = {}
+        self.granted: dict[int, list[mqtt.ReasonCode]] = {}
         self.messages: queue.Queue[mqtt.MQTTMessage] = queue.Queue()
         self.paho.on_connect = self._on_connect
         self.paho.on_subscribe = self._on_subscribe
@@ -80,7 +81,8 @@ class Client:
         self.session_present = bool(flags.session_present)
         self.connack.set()
 
-    def _on_subscribe(self, _c, _u, mid, _codes, _p) -> None:  # noqa: ANN001
+    def _on_subscribe(self, _c, _u, mid, codes, _p) -> None:  # noqa: ANN001
+        self.granted[mid] = list(codes)
         self.subacks.setdefault(mid, threading.Event()).set()
 
     def connect(self, *, expect_success: bool = True) -> Client:
@@ -95,10 +97,12 @@ class Client:
             )
         return self
 
-    def subscribe(self, topic: str) -> None:
+    def subscribe(self, topic: str) -> bool:
+        """Whether the broker granted the subscription (SUBACK without failure)."""
         result, mid = self.paho.subscribe(topic, qos=1)
         assert result == mqtt.MQTT_ERR_SUCCESS
         assert self.subacks.setdefault(mid, threading.Event()).wait(WAIT_S), f"no SUBACK for {topic}"
+        return not self.granted[mid][0].is_failure
 
     def publish(self, topic: str, payload: bytes) -> None:
         info = self.paho.publish(topic, payload, qos=1)
@@ -168,10 +172,11 @@ async def test_two_gbids_publish_subscribe_and_trace(kind: str, tmp_path: Path, 
         pids = [brokers.pid(g) for g in gbids]
 
         def exchange() -> None:
-            topic = unique("t")
-            subs = {g: Client(brokers, g, unique("sub")).connect() for g in gbids}
+            sub_id = unique("sub")  # the same client on both brokers, one topic
+            topic = f"{sub_id}/low"
+            subs = {g: Client(brokers, g, sub_id).connect() for g in gbids}
             for sub in subs.values():
-                sub.subscribe(topic)
+                assert sub.subscribe(f"{sub_id}/#")
             for g in gbids:
                 pub = Client(brokers, g, unique("pub")).connect()
                 pub.publish(topic, g.encode())
@@ -203,11 +208,12 @@ async def test_persistent_session_survives_client_crash(
     brokers = await factories[kind](["gbid-a"])
 
     def scenario() -> None:
-        client_id, topic, will = unique("cc"), unique("t"), unique("will")
-        watcher = Client(brokers, "gbid-a", unique("watch")).connect()
-        watcher.subscribe(will)
+        client_id, watcher_id = unique("cc"), unique("watch")
+        topic, will = f"{client_id}/low", f"{watcher_id}/low"
+        watcher = Client(brokers, "gbid-a", watcher_id).connect()
+        assert watcher.subscribe(f"{watcher_id}/#")
         sub = Client(brokers, "gbid-a", client_id, clean_session=False, will_topic=will).connect()
-        sub.subscribe(topic)
+        assert sub.subscribe(f"{client_id}/#")
         sub.crash()
         # The will is the broker's own word that it has seen the connection die, so the
         # next publish is queued for the offline session, not written to a dead socket.
@@ -229,11 +235,12 @@ async def test_crash_then_restart_on_same_port(
 ) -> None:
     brokers = await factories[kind](["gbid-a", "gbid-b"], trace=trace)
     host, port = brokers.endpoint("gbid-a")
-    client_id, topic = unique("cc"), unique("t")
+    client_id = unique("cc")
+    topic = f"{client_id}/low"
 
     def before() -> None:
         c = Client(brokers, "gbid-a", client_id, clean_session=False).connect()
-        c.subscribe(topic)
+        assert c.subscribe(f"{client_id}/#")
         c.disconnect()
 
     await in_thread(before)
@@ -250,7 +257,7 @@ async def test_crash_then_restart_on_same_port(
     def after() -> bool | None:
         c = Client(brokers, "gbid-a", client_id, clean_session=False).connect()
         present = c.session_present
-        c.subscribe(topic)
+        assert c.subscribe(f"{client_id}/#")
         pub = Client(brokers, "gbid-a", unique("pub")).connect()
         pub.publish(topic, b"after-restart")
         assert c.receive().payload == b"after-restart"
@@ -267,11 +274,12 @@ async def test_crash_then_restart_on_same_port(
 
 async def test_mosquitto_keeps_session_and_queue_across_clean_stop(mosquitto_brokers: BrokerFactory) -> None:  # noqa: F811
     brokers = await mosquitto_brokers(["gbid-a"])
-    client_id, topic = unique("cc"), unique("t")
+    client_id = unique("cc")
+    topic = f"{client_id}/low"
 
     def store() -> None:
         sub = Client(brokers, "gbid-a", client_id, clean_session=False).connect()
-        sub.subscribe(topic)
+        assert sub.subscribe(f"{client_id}/#")
         sub.disconnect()
         pub = Client(brokers, "gbid-a", unique("pub")).connect()
         pub.publish(topic, b"queued-before-stop")  # PUBACK: queued for the offline session
@@ -293,19 +301,36 @@ async def test_mosquitto_keeps_session_and_queue_across_clean_stop(mosquitto_bro
 # -- amqtt specifics ------------------------------------------------------------------
 
 
-async def test_amqtt_refuses_clients_without_the_credentials(amqtt_brokers: BrokerFactory) -> None:  # noqa: F811
-    brokers = await amqtt_brokers(["gbid-a"])
+@pytest.mark.parametrize("kind", KINDS)
+async def test_refuses_clients_without_their_credentials(kind: str, factories: dict[str, BrokerFactory]) -> None:
+    brokers = await factories[kind](["gbid-a"])
 
-    def attempt(credentials: tuple[str, str]) -> bool:
-        c = Client(brokers, "gbid-a", unique("intruder"), credentials=credentials)
+    def refused(client_id: str, credentials: tuple[str, str]) -> bool:
+        c = Client(brokers, "gbid-a", client_id, credentials=credentials)
         c.connect(expect_success=False)
         c.paho.loop_stop()
         assert c.reason_code is not None
         return c.reason_code.is_failure
 
-    assert await in_thread(attempt, ("someone", "wrong-password"))
-    assert await in_thread(attempt, ("", brokers.credentials("x")[1]))  # anonymous: no username
-    assert not await in_thread(attempt, brokers.credentials("legit"))
+    someone = unique("someone")
+    assert await in_thread(refused, someone, (someone, "wrong-password"))
+    assert await in_thread(refused, someone, ("", brokers.credentials(someone)[1]))  # anonymous: no username
+    other = unique("other")  # another client's password is not this one's
+    assert await in_thread(refused, someone, (someone, brokers.credentials(other)[1]))
+    assert not await in_thread(refused, someone, brokers.credentials(someone))
+
+
+async def test_mosquitto_lets_in_a_client_first_seen_while_it_was_down(mosquitto_brokers: BrokerFactory) -> None:  # noqa: F811
+    brokers = await mosquitto_brokers(["gbid-a"])
+    await brokers.crash_broker("gbid-a")
+    late = unique("late")
+    credentials = brokers.credentials(late)  # written to its files; nothing to reload
+    await brokers.restart_broker("gbid-a")
+
+    def connect() -> None:
+        Client(brokers, "gbid-a", late, credentials=credentials).connect().disconnect()
+
+    await in_thread(connect)
 
 
 async def test_restart_on_a_taken_port_fails_with_the_broker_log(amqtt_brokers: BrokerFactory) -> None:  # noqa: F811
@@ -333,7 +358,7 @@ def test_amqtt_broker_process_exits_when_its_owner_goes(tmp_path: Path) -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    env = dict(os.environ, **{PASSWORD_ENV: "pw"})
+    env = dict(os.environ, **{SECRET_ENV: "secret"})
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path(__file__).parents[1]), env.get("PYTHONPATH")]))
     proc = subprocess.Popen(
         [sys.executable, "-m", "brokers.amqtt_broker", "--gbid", "g", "--port", str(port), "--exit-on-stdin-eof"],
@@ -434,10 +459,10 @@ async def test_external_broker_is_probed_with_the_credentials_of_its_url(
 ) -> None:
     real = await amqtt_brokers(["gbid1"])
     host, port = real.endpoint("gbid1")
-    password = real.credentials("x")[1]
-    good = BrokerSet(["gbid1"], broker=f"gbid1=mqtt://cc:{password}@{host}:{port}", run_dir=tmp_path)
+    user, password = real.admin_credentials()  # the one login that may use any client id
+    good = BrokerSet(["gbid1"], broker=f"gbid1=mqtt://{user}:{password}@{host}:{port}", run_dir=tmp_path)
     await good.start()
-    bad = BrokerSet(["gbid1"], broker=f"gbid1=mqtt://cc:wrong-{password}@{host}:{port}", run_dir=tmp_path)
+    bad = BrokerSet(["gbid1"], broker=f"gbid1=mqtt://{user}:wrong-{password}@{host}:{port}", run_dir=tmp_path)
     with pytest.raises(BrokerError, match="refused the connection") as err:
         await bad.start()
     assert f"{host}:{port}" in str(err.value) and password not in str(err.value)
@@ -483,18 +508,19 @@ def test_mosquitto_missing_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.
 
 async def test_mosquitto_keeps_autosaved_session_across_crash(mosquitto_brokers: BrokerFactory) -> None:  # noqa: F811
     brokers = await mosquitto_brokers(["gbid-a"])
-    client_id, topic = unique("cc"), unique("t")
+    client_id = unique("cc")
+    topic = f"{client_id}/low"
 
     def store() -> None:
         sub = Client(brokers, "gbid-a", client_id, clean_session=False).connect()
-        sub.subscribe(topic)
+        assert sub.subscribe(f"{client_id}/#")
         sub.disconnect()
         pub = Client(brokers, "gbid-a", unique("pub")).connect()
         pub.publish(topic, b"queued-before-crash")
         # Mosquitto saves at the end of the loop pass that counted a change (autosave
         # on changes, interval 1); the answer to one more request comes from a later
         # pass, so the queued message is on disk before the SIGKILL.
-        pub.publish(unique("barrier"), b"")
+        pub.publish(f"{unique('barrier')}/low", b"")
         pub.disconnect()
 
     await in_thread(store)

@@ -29,7 +29,7 @@ CONNECT_TIMEOUT_S = 10
 class BrokerDirectory(Protocol):
     def endpoint(self, gbid: str) -> tuple[str, int]: ...
 
-    def credentials(self, client_id: str) -> tuple[str, str] | None: ...
+    def credentials(self, client_id: str, gbid: str | None = None) -> tuple[str, str] | None: ...
 
 
 class MqttHost(Protocol):
@@ -142,7 +142,7 @@ class MqttEndpoint:
             port=port,
             client_id=self.client_id,
             topic=self.topic,
-            credentials=self.brokers.credentials(self.client_id),
+            credentials=self.brokers.credentials(self.client_id, gbid),
             loop=asyncio.get_running_loop(),
             on_message=self._on_message,
             on_connected=lambda c, session_present: self.sessions.attached(c),
