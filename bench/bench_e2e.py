@@ -43,13 +43,13 @@ def _raw_round_trips(sim: Simulation, gbid: str, n: int) -> list[float]:
         return c
 
     pinger, ponger = client("bench-ping"), client("bench-pong")
-    ponger.on_message = lambda c, ud, m: c.publish("bench/pong", m.payload, qos=1)
+    ponger.on_message = lambda c, ud, m: c.publish("bench-ping/low", m.payload, qos=1)
     pinger.on_message = lambda c, ud, m: got.set()
     subscribed = threading.Barrier(3)
     for c in (pinger, ponger):
         c.on_subscribe = lambda *args: subscribed.wait(5)
-    ponger.subscribe("bench/ping", qos=1)
-    pinger.subscribe("bench/pong", qos=1)
+    ponger.subscribe("bench-pong/#", qos=1)  # each reads its own topics, as the ACLs say
+    pinger.subscribe("bench-ping/#", qos=1)
     ponger.loop_start()
     pinger.loop_start()
     subscribed.wait(5)  # both SUBACKs are in before the first ping
@@ -58,7 +58,7 @@ def _raw_round_trips(sim: Simulation, gbid: str, n: int) -> list[float]:
     for _ in range(n):
         got.clear()
         t = time.perf_counter()
-        pinger.publish("bench/ping", payload, qos=1)
+        pinger.publish("bench-pong/low", payload, qos=1)
         if not got.wait(5):
             raise RuntimeError("raw MQTT round trip lost a message")
         samples.append(time.perf_counter() - t)

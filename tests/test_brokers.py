@@ -571,3 +571,19 @@ async def test_runtime_connection_with_refused_credentials_fails_at_once(amqtt_b
             await conn.wait_connected(60)
     finally:
         await conn.crash()
+
+
+async def test_runtime_connection_whose_subscription_is_refused_fails_at_once(amqtt_brokers: BrokerFactory) -> None:  # noqa: F811
+    """A runtime that could connect but not subscribe would be deaf while it looks fine."""
+    brokers = await amqtt_brokers(["gbid1"])
+    host, port = brokers.endpoint("gbid1")
+    conn = MqttConnection(
+        gbid="gbid1", host=host, port=port, client_id="cc-a", topic="cc-b",  # not its own topic
+        credentials=brokers.credentials("cc-a"), loop=asyncio.get_running_loop(), on_message=lambda *_: None,
+    )
+    conn.start()
+    try:
+        with pytest.raises(MqttConnectError, match="refused the subscription to cc-b/#"):
+            await conn.wait_connected(60)
+    finally:
+        await conn.crash()

@@ -255,15 +255,15 @@ async def test_run_with_an_external_broker_keeps_its_password_out_of_everything(
     # An embedded broker stands in for a user's own: joynr-sim only gets its URL.
     brokers = await joynr_brokers(["gbid1"])
     host, port = brokers.endpoint("gbid1")
-    password = brokers.credentials("any")[1]
+    user, password = brokers.admin_credentials()  # the one login every runtime of the run can share
     path = scenario(tmp_path)
     result = await asyncio.to_thread(cli, "run", path, "--out", tmp_path / "runs", "--broker",
-                                     f"gbid1=mqtt://cc:{password}@{host}:{port}", cwd=tmp_path)
+                                     f"gbid1=mqtt://{user}:{password}@{host}:{port}", cwd=tmp_path)
     assert result.code == 0, result.out + result.err
     data = manifest(tmp_path / "runs" / "tiny")
-    assert data["broker"] == f"gbid1=mqtt://cc:***@{host}:{port}"
+    assert data["broker"] == f"gbid1=mqtt://{user}:***@{host}:{port}"
     assert data["brokers"] == {"gbid1": f"mqtt://{host}:{port}"}
-    assert f"cc:***@{host}" in result.out
+    assert f"{user}:***@{host}" in result.out
     assert password not in result.out + result.err + everything_written(tmp_path / "runs")
 
 

@@ -103,6 +103,14 @@ class MqttConnection:
         client.subscribe(f"{self.topic}/#", qos=QOS)
 
     def _paho_subscribe(self, client, userdata, mid, reason_codes, properties) -> None:
+        # A refused subscription (an external broker's ACL) would leave the runtime connected
+        # but deaf: fail the connection instead, naming why.
+        refused = [code for code in reason_codes if code.is_failure]
+        if refused:
+            self._loop.call_soon_threadsafe(
+                self._connect_failed, f"the broker refused the subscription to {self.topic}/#: {refused[0]}"
+            )
+            return
         # Connected means subscribed: nothing published to us from now on is lost.
         self._loop.call_soon_threadsafe(self._connected, self._session_present)
 
