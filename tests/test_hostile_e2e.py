@@ -197,3 +197,28 @@ async def test_an_oversized_frame_is_dropped_with_a_short_trace_line(tmp_path):
     ]
     drops = [line for line in lines if '"msg.drop"' in line]
     assert all(len(line) < 1000 for line in drops)
+
+
+async def test_a_failing_handler_is_an_internal_error_drop_and_the_connection_keeps_serving(tmp_path):
+    async with Simulation(tmp_path, gbids=["gbid1"]) as sim:
+        cc1, cc2, provider_app, proxy = await topology(sim)
+        receive = cc2.router.receive
+
+        def broken(msg, via, gbid=None, source=None):  # a bug in a handler, for one message only
+            if msg.id == "trips-the-bug":
+                raise KeyError("a bug")
+            return receive(msg, via, gbid, source)
+
+        cc2.router.receive = broken
+        attacker = Attacker(sim)
+        try:
+            attacker.publish("cc2/low", frame(id="trips-the-bug"))
+            await until(lambda: events(tmp_path, "msg.drop", rt="cc2", reason="internal-error"))
+        finally:
+            attacker.close()
+        # The same MQTT connection keeps serving: the reply path to the consumer crosses it.
+        assert await proxy.call("echo", "after the bug", ttl_ms=10_000) == "after the bug"
+    (drop,) = events(tmp_path, "msg.drop", rt="cc2", reason="internal-error")
+    assert drop["msg"] == "trips-the-bug" and drop["detail"] == "KeyError: 'a bug'"
+    log = (tmp_path / "log" / "cc2.log").read_text()
+    assert "trips-the-bug" in log and "Traceback" in log and "KeyError: 'a bug'" in log

@@ -63,6 +63,11 @@ def preview(value: Any, chars: int = PREVIEW_CHARS) -> str:
     return f"{text[:chars]}... ({size} long)"
 
 
+def shorten(text: str, chars: int = PREVIEW_CHARS) -> str:
+    """A message for a trace, cut to ``chars`` with its length, as it is (no quotes)."""
+    return text if len(text) <= chars else f"{text[:chars]}... ({len(text)} long)"
+
+
 def check_text(value: Any, field: str, max_bytes: int, *, empty: bool = False) -> str:
     if not isinstance(value, str):
         raise InvalidField(field, f"expected a string, got {type(value).__name__}")

@@ -43,7 +43,7 @@ from ..core.discovery import (
     ProviderQos,
     Version,
 )
-from ..core.limits import DEFAULT_MAX_FRAME_BYTES, WireLimits, preview
+from ..core.limits import DEFAULT_MAX_FRAME_BYTES, WireLimits, shorten
 from ..core.message import ONE_WAY, REPLY, REQUEST, JoynrMessage
 from ..core.router import DEFAULT_MAX_HOPS, DEFAULT_MAX_QUEUED, DEFAULT_MAX_QUEUED_BYTES, MessageRouter
 from ..core.routing import RoutingDecision, RoutingEntry, RoutingTable
@@ -299,7 +299,7 @@ class Runtime:
         except OSError:
             pass  # the trace event below still says what happened
         self.trace_msg("msg.drop", msg, reason="internal-error", via=via, gbid=gbid,
-                       detail=preview(f"{type(exc).__name__}: {exc}", 200))
+                       detail=shorten(f"{type(exc).__name__}: {exc}", 200))
 
     def decode_frame(self, data: bytes | str, via: str, gbid: str | None) -> JoynrMessage | None:
         """The message in a frame, or None after tracing why it is not one."""

@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Protocol
 
-from ..core.limits import InvalidField, check_topic, preview
+from ..core.limits import InvalidField, check_topic, shorten
 from ..core.links import LinkRegistry
 from ..core.message import JoynrMessage, encode
 from ..store.outbox import Outbox
@@ -172,7 +172,7 @@ class MqttEndpoint:
         except InvalidField as exc:
             return ("invalid-message", str(exc))
         except (ValueError, ConnectionError) as exc:  # paho's own refusals
-            return ("no-connection", f"{type(exc).__name__}: {preview(str(exc), 200)}")
+            return ("no-connection", shorten(f"{type(exc).__name__}: {exc}", 200))
         tag = _tag(msg)
         self.sessions.publishing(conn, tag, full_topic, payload)
         self.sessions.published(conn, mid, tag)
@@ -190,7 +190,7 @@ class MqttEndpoint:
             mid = conn.publish(topic, payload)
         except (ValueError, ConnectionError) as exc:
             self.host.trace_msg("msg.drop", msg, reason="invalid-message", via="mqtt", gbid=conn.gbid,
-                                detail=preview(str(exc), 200))
+                                detail=shorten(str(exc), 200))
             self.sessions.discard(conn, tag)
             return
         self.host.trace_msg(
