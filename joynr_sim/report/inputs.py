@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..inspect import InspectError, Run, load_run
+from ..inspect import Run
+from ..trace import read_events
 
 CHECK_SCHEMA = "joynr-sim-check/1"
 MAX_JSON_BYTES = 256 * 1024 * 1024  # a report.json of 1000 violations is a few MB
@@ -98,7 +99,7 @@ class RunInput:
 
     @property
     def run_id(self) -> str:
-        if self.manifest is not None:
+        if self.manifest is not None and self.manifest.run_id:
             return self.manifest.run_id
         return next((str(e["run"]) for e in self.run.events if isinstance(e.get("run"), str)), self.path.name)
 
@@ -167,17 +168,18 @@ def _well_formed(event: Any) -> bool:
 
 
 def read_run_input(path: Path) -> RunInput:
-    try:
-        run = load_run(path)
-    except InspectError as exc:
-        raise ReportError(str(exc)) from None
-    events = [e for e in run.events if _well_formed(e)]
+    """The run's events through the trace's own reader (a torn line skipped), the malformed
+    ones left out before they are ordered as ``read_run`` orders them."""
+    read = [e for f in sorted((path / "trace").glob("*.ndjson")) for e in read_events(f)]
+    events = sorted((e for e in read if _well_formed(e)), key=lambda e: (e["ts"], e["rt"], e["seq"]))
     manifest_path = path / "run.json"
     manifest = read_manifest(manifest_path) if manifest_path.is_file() else None
-    return RunInput(path, Run(run.path, events), manifest, len(run.events) - len(events))
+    return RunInput(path, Run(path, events), manifest, len(read) - len(events))
 
 
 def read_manifest(path: Path) -> Manifest:
+    """Every field may be missing (a run.json of the synthetic traces has only a few); a
+    field that is there must have its type."""
     data = _read_json(path)
     where = f"{path}: "
     if not isinstance(data, dict):
@@ -198,12 +200,12 @@ def read_manifest(path: Path) -> Manifest:
     reproduces = _get(data, "reproduces", dict, where, optional=True, default={})
     versions = _get(data, "versions", dict, where, optional=True, default={})
     return Manifest(
-        scenario=_get(data, "scenario", str, where),
-        run_id=_get(data, "run_id", str, where),
+        scenario=_get(data, "scenario", str, where, optional=True, default=path.parent.name),
+        run_id=_get(data, "run_id", str, where, optional=True, default=""),
         policy=_get(data, "policy", str, where, optional=True, default=""),
         broker=_get(data, "broker", str, where, optional=True, default=""),
         seed=_get(data, "seed", int, where, optional=True),
-        outcome=_get(data, "outcome", str, where, optional=True, default="unknown"),
+        outcome=_get(data, "outcome", str, where, optional=True, default=""),
         complete=_get(data, "complete", bool, where, optional=True, default=True),
         error=_get(data, "error", str, where, optional=True, default=""),
         started=_get(data, "started", str, where, optional=True, default=""),

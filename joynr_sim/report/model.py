@@ -298,7 +298,7 @@ def violation_view(run: Run, v: Violation, index: int, slice_href: str | None) -
 
 def run_outcome(inp: RunInput) -> str:
     """passed / failed / error from run.json, else from the trace's steps."""
-    if inp.manifest is not None:
+    if inp.manifest is not None and inp.manifest.outcome:
         return inp.manifest.outcome
     steps = [e for e in inp.run.events if e["ev"] == "step"]
     if not steps:
