@@ -181,6 +181,7 @@ def routing(run: Run) -> dict[str, Any]:
             if isinstance(held, dict):
                 t1 = rel(run, events[i + 1]["ts"]) if i + 1 < len(events) else end
                 entries.append({"p": p, "rt": rt, "t0": t, "t1": max(t1, t + 1), **_entry_fields(run, held)})
+    changes.sort(key=lambda c: (c["t"], c["rt"]))  # the table reads in time order, across runtimes
     participants = sorted({p for p, _ in lanes})
     # the first participant shown: one whose entry changed somewhere, else the first
     busy = Counter(c["p"] for c in changes if c["outcome"] not in ("created",))
