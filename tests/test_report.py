@@ -229,3 +229,15 @@ def test_cli_report_prints_the_index_and_refuses_bad_input_in_one_line(tmp_path,
     assert err.strip() == f"joynr-sim report: {tmp_path / 'nothing'}: no such run directory or folder"
     assert main(["report", str(tmp_path / "runs"), "--check", str(tmp_path / "none.json")]) == 2
     assert "--check" in capsys.readouterr().err
+
+
+def test_run_report_checks_where_its_pages_go_before_anything_runs(tmp_path, capsys):
+    out = tmp_path / "runs"
+    (out / "report").mkdir(parents=True)
+    (out / "report" / "index.html").write_text("mine")
+    scenario = Path(__file__).resolve().parent.parent / "scenarios" / "provider-unregisters.yaml"
+    assert main(["run", str(scenario), "--out", str(out), "--report"]) == 2
+    err = capsys.readouterr().err
+    assert "--report:" in err and "index.html exists and was not written by joynr-sim report" in err
+    assert sorted(p.name for p in out.iterdir()) == ["report"]  # no run directory: nothing ran
+    assert (out / "report" / "index.html").read_text() == "mine"
