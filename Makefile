@@ -4,13 +4,21 @@ PYTHON ?= python3
 
 .PHONY: setup lint test test-fast demo bench fuzz clean
 
-setup: $(VENV)/.installed
+CHROMIUM := /usr/bin/chromium
+
+setup: $(VENV)/.installed $(CHROMIUM)
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[dev]'
 	touch $@
+
+# The report tests open pages in Debian's chromium (driven by Playwright); a fresh machine
+# gets it here. apt-get needs root, as CI has.
+$(CHROMIUM):
+	DEBIAN_FRONTEND=noninteractive apt-get update
+	DEBIAN_FRONTEND=noninteractive apt-get install -y chromium
 
 # The import contracts and the linter (both configured in pyproject.toml).
 lint: setup
@@ -25,11 +33,14 @@ test: lint
 test-fast: setup
 	$(PY) -m pytest -q -m "not e2e and not spark and not postgres"
 
-# The scenario library on the embedded amqtt brokers, then the Spark checks of its traces.
+# The scenario library on the embedded amqtt brokers, the Spark checks of its traces, then
+# the HTML report (its index is printed); the report is written also when a step or a check
+# failed, and the target fails after it.
 demo: setup
 	rm -rf runs/demo
-	$(VENV)/bin/joynr-sim run scenarios/ --out runs/demo
-	$(VENV)/bin/joynr-sim check runs/demo
+	$(VENV)/bin/joynr-sim run scenarios/ --out runs/demo; run=$$?; \
+	$(VENV)/bin/joynr-sim check runs/demo; check=$$?; \
+	$(VENV)/bin/joynr-sim report runs/demo && [ $$run -eq 0 ] && [ $$check -eq 0 ]
 
 bench: setup
 	$(PY) -m bench

@@ -101,7 +101,22 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
             f"{', '.join(POLICIES)}[/]", soft_wrap=True)
         return 2
     return run_scenarios(args.paths, out=args.out, broker=args.broker, policy=args.policy,
-                         seed=args.seed, gcd_store=args.gcd_store, console=console)
+                         seed=args.seed, gcd_store=args.gcd_store, console=console, report=args.report)
+
+
+def cmd_report(args: argparse.Namespace, console: Console) -> int:
+    """0 written, 2 unusable input (nothing written)."""
+    from .report import ReportError, write_report
+
+    try:
+        written = write_report(args.runs, out=args.out, check_reports=args.check)
+    except ReportError as exc:
+        Console(stderr=True).print(f"[red]joynr-sim report: {escape(redact(str(exc)))}[/]", soft_wrap=True,
+                                   highlight=False)
+        return 2
+    console.print(f"{len(written.pages)} run report{'s' if len(written.pages) != 1 else ''}; open "
+                  f"{escape(str(written.index))}", soft_wrap=True, highlight=False)
+    return 0
 
 
 def cmd_check(args: argparse.Namespace, console: Console) -> int:
@@ -133,6 +148,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, default=Path("runs"), help="where run directories go (default: runs/)")
     p.add_argument("--seed", type=int, help="seed for generated participant ids (default: random, in run.json)")
     p.add_argument("--gcd-store", help="GCD store: a postgresql:// URL (default: SQLite in the run directory)")
+    p.add_argument("--report", action="store_true",
+                   help="then write the HTML report of the runs to OUT/report/ and print its index")
     p.set_defaults(func=cmd_run)
     from analytics.app import build_parser as check_parser
 
@@ -151,6 +168,15 @@ def build_parser() -> argparse.ArgumentParser:
     only.add_argument("--participant", metavar="ID", help="routing-table history and messages of a participant")
     only.add_argument("--runtime", metavar="ID", help="a summary of one runtime's events")
     p.set_defaults(func=cmd_trace)
+    p = sub.add_parser("report", help="write an HTML report per run and an index page (exit 0, 2 bad input)",
+                       description="A static HTML page per run (summary, steps, checks, sequence diagrams, "
+                       "routing entries, plots) and an index over them; opens from the file system.")
+    p.add_argument("runs", nargs="+", type=Path, metavar="RUN", help="run directories or folders of them")
+    p.add_argument("--out", type=Path, metavar="DIR", help="where the pages go (default: report/ in the first RUN)")
+    p.add_argument("--check", type=Path, action="append", default=[], metavar="FILE",
+                   help="a report.json of joynr-sim check to take verdicts from (default: check/report.json "
+                   "in the run directory or a sibling one)")
+    p.set_defaults(func=cmd_report)
     return parser
 
 

@@ -27,6 +27,7 @@ from .runner import RunResult, StepOutcome, run_scenario
 EXIT_PASSED, EXIT_STEP_FAILED, EXIT_BAD_INPUT, EXIT_SETUP = 0, 1, 2, 3
 GCD_STORE_SCHEMES = ("postgresql://", "postgres://")
 
+REPORT_DIR = "report"  # --report writes OUT/report/
 _OUTCOME = {"passed": "[green]passed[/]", "failed": "[red]failed[/]", "error": "[red]error[/]"}
 
 
@@ -39,8 +40,11 @@ def run_scenarios(
     seed: int | None,
     gcd_store: str | None,
     console: Console,
+    report: bool = False,
 ) -> int:
-    """Run the scenarios under ``paths``; returns the exit status (see the module)."""
+    """Run the scenarios under ``paths``; returns the exit status (see the module). With
+    ``report``, the HTML report of the runs goes to ``out/report/`` and its index is printed,
+    also when a step failed."""
     err = Console(stderr=True)
 
     def refuse(message: str) -> int:
@@ -54,7 +58,8 @@ def run_scenarios(
         return refuse(str(exc))
     if not scenarios:
         return refuse(f"no scenario files in {', '.join(map(str, paths))}")
-    problem = check_inputs(scenarios, out=out, broker=broker, gcd_store=gcd_store)
+    problem = check_inputs(scenarios, out=out, broker=broker, gcd_store=gcd_store) or (
+        check_report_target(scenarios, out) if report else None)
     if problem:
         return refuse(problem)
     results: list[RunResult] = []
@@ -72,8 +77,38 @@ def run_scenarios(
             break
     console.print(_summary(results))
     if any(r.outcome == "error" for r in results):
-        return EXIT_SETUP
-    return EXIT_PASSED if all(r.passed for r in results) else EXIT_STEP_FAILED
+        status = EXIT_SETUP
+    else:
+        status = EXIT_PASSED if all(r.passed for r in results) else EXIT_STEP_FAILED
+    if report and results:
+        status = _write_report(results, out, console, err, status)
+    return status
+
+
+def check_report_target(scenarios: list[Scenario], out: Path) -> str | None:
+    """Whether ``out/report/`` can take the pages of these runs, before anything runs."""
+    from ..report import ReportError, check_out
+
+    if any(s.name == REPORT_DIR for s in scenarios):
+        return (f"a scenario named {REPORT_DIR!r} would share its folder with --report's pages "
+                f"({out / REPORT_DIR}); rename the scenario or run without --report")
+    try:
+        check_out(out / REPORT_DIR, [s.name for s in scenarios])
+    except ReportError as exc:
+        return f"--report: {exc}"
+    return None
+
+
+def _write_report(results: list[RunResult], out: Path, console: Console, err: Console, status: int) -> int:
+    from ..report import ReportError, write_report
+
+    try:
+        written = write_report([Path(r.run_dir) for r in results], out=out / REPORT_DIR)
+    except ReportError as exc:
+        err.print(f"[red]joynr-sim run: --report: {escape(redact(str(exc)))}[/]", soft_wrap=True, highlight=False)
+        return status or EXIT_SETUP
+    console.print(f"report: {escape(str(written.index))}", soft_wrap=True, highlight=False)
+    return status
 
 
 def check_inputs(scenarios: list[Scenario], *, out: Path, broker: str | None, gcd_store: str | None) -> str | None:

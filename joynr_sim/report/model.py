@@ -1,0 +1,307 @@
+"""What a run's report shows, computed from its events: the message list and the sequence
+diagram of each conversation, the routing-entry history of every participant, the series
+the plots draw and the violations with what they link to.
+
+Everything here is plain data for the page (the templates lay it out, ``report.js`` draws
+the diagrams and timelines from it); no file or clock is touched. The hops of a message are
+ordered and paired the way ``joynr-sim trace --msg`` orders them, with its helpers.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter, defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from ..inspect import MSG_EVENTS, RT_EVENTS, Run, _fate, _hop_label, _misc_detail, _pair_hops, _position, entry_text
+from .inputs import RunInput, Violation
+
+Event = dict[str, Any]
+
+NEVER_MS = 2**62  # joynr's "no expiry" (Long.MAX_VALUE / 2 in the trace)
+MAX_CONVERSATIONS = 2000  # diagrams carried by one page; failing ones first
+ACTIVITY_BINS = 60
+
+
+def rel(run: Run, ts: int) -> int:
+    return ts - run.start
+
+
+# -- messages and their diagrams ----------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Messages:
+    listed: list[dict[str, Any]]  # one row per message, in order of first appearance
+    conversations: list[dict[str, Any]]  # diagram models, referenced by index from rows
+    failing: list[int]  # conversations with a message that was not delivered, or no reply
+    not_listed: int  # messages left out past MAX_CONVERSATIONS
+
+
+def _by_message(events: Iterable[Event]) -> dict[str, list[Event]]:
+    by_msg: dict[str, list[Event]] = defaultdict(list)
+    for e in events:
+        if e["ev"] in MSG_EVENTS and isinstance(e.get("msg"), str):
+            by_msg[e["msg"]].append(e)
+    for evs in by_msg.values():
+        evs.sort(key=_position)
+    return by_msg
+
+
+def _conversations(by_msg: dict[str, list[Event]]) -> list[list[str]]:
+    """Message ids grouped by request/reply correlation id, request first (as ``joynr-sim
+    trace --msg`` shows them); a message without one is a conversation of its own."""
+    groups: dict[str, list[str]] = {}
+    order: list[str] = []
+    for m, evs in by_msg.items():
+        corr = next((e["corr"] for e in evs if isinstance(e.get("corr"), str) and e["corr"]), None)
+        key = f"corr:{corr}" if corr else f"msg:{m}"
+        if key not in groups:
+            groups[key] = []
+            order.append(key)
+        groups[key].append(m)
+
+    def first_seen(m: str) -> tuple[int, int, int]:
+        e = min(by_msg[m], key=lambda e: (e["ts"], e["seq"]))
+        return (0 if e.get("type") == "rq" else 1, e["ts"], e["seq"])
+
+    return [sorted(groups[k], key=first_seen) for k in order]
+
+
+def diagram(run: Run, ids: list[str], by_msg: dict[str, list[Event]]) -> dict[str, Any]:
+    """A sequence diagram: lifelines per runtime, a row per hop (an arrow labelled with its
+    transport, GBID and ``resent``) or per local event (deliver, queue, drop with its reason)."""
+    columns = list(dict.fromkeys(e["rt"] for m in ids for e in by_msg[m]))
+    col = {rt: i for i, rt in enumerate(columns)}
+    rows: list[dict[str, Any]] = []
+    for m in ids:
+        events = by_msg[m]
+        first = events[0]
+        rows.append({"k": "head", "msg": m, "text": f"{first.get('type')} {m}  {first.get('from')} → "
+                     f"{first.get('to')}" + (f"  corr {first['corr']}" if first.get("corr") else "")})
+        pairs = _pair_hops(events)
+        received = set(pairs.values())
+        for i, e in enumerate(events):
+            g = f"h{e.get('hops')} +{rel(run, e['ts'])}ms"
+            rt, ev = e["rt"], e["ev"]
+            if ev == "msg.in":
+                if i in pairs:
+                    out = events[pairs[i]]
+                    rows.append({"k": "hop", "a": col[out["rt"]], "b": col[rt], "label": _hop_label(out), "g": g,
+                                 "s": "warn" if out.get("resent") else ""})
+                else:
+                    rows.append({"k": "hop", "a": None, "b": col[rt], "label": _hop_label(e), "g": g, "s": "warn",
+                                 "note": f"received at {rt}; the sender left no msg.out"})
+            elif ev == "msg.out" and e.get("via") != "inprocess" and i not in received:
+                rows.append({"k": "hop", "a": col[rt], "b": None, "label": _hop_label(e), "g": g, "s": "bad",
+                             "note": f"sent by {rt} to {e.get('target')}, never received"})
+            elif ev == "msg.deliver":
+                rows.append({"k": "mark", "c": col[rt], "sym": "●", "g": g, "s": "ok",
+                             "note": f"delivered to {e.get('to')}"})
+            elif ev == "msg.queue":
+                rows.append({"k": "mark", "c": col[rt], "sym": "◌", "g": g, "s": "warn",
+                             "note": f"queued: {e.get('reason')}"})
+            elif ev == "msg.drop":
+                detail = f" ({e['detail']})" if e.get("detail") else ""
+                rows.append({"k": "mark", "c": col[rt], "sym": "✗", "g": g, "s": "bad",
+                             "note": f"dropped: {e.get('reason')}{detail}"})
+    if len(ids) == 1 and by_msg[ids[0]][0].get("type") == "rq":
+        rows.append({"k": "note", "text": "no reply in the trace", "s": "warn"})
+    return {"columns": columns, "rows": rows, "ids": ids}
+
+
+def messages(run: Run) -> Messages:
+    by_msg = _by_message(run.events)
+    convs = _conversations(by_msg)
+
+    def failing(ids: list[str]) -> bool:
+        if any(_fate(run, by_msg[m])[0] != "delivered" for m in ids):
+            return True
+        return by_msg[ids[0]][0].get("type") == "rq" and not any(by_msg[m][0].get("type") == "rp" for m in ids)
+
+    bad = [c for c in convs if failing(c)]
+    chosen = (bad + [c for c in convs if not failing(c)])[:MAX_CONVERSATIONS]
+    chosen_set = {id(c) for c in chosen}
+    kept = [c for c in convs if id(c) in chosen_set]  # back in order of appearance
+    models = [diagram(run, ids, by_msg) for ids in kept]
+    rows = []
+    for index, ids in enumerate(kept):
+        for m in ids:
+            events = by_msg[m]
+            first = min(events, key=lambda e: (e["ts"], e["seq"]))
+            outcome, where = _fate(run, events)
+            rows.append({"id": m, "type": str(first.get("type")), "from": str(first.get("from")),
+                         "to": str(first.get("to")), "t": rel(run, first["ts"]),
+                         "hops": max((e["hops"] for e in events if isinstance(e.get("hops"), int)), default=0),
+                         "outcome": outcome, "where": where, "conv": index})
+    rows.sort(key=lambda r: (r["t"], r["id"]))
+    failing_idx = [i for i, ids in enumerate(kept) if failing(ids)]
+    return Messages(rows, models, failing_idx, sum(len(c) for c in convs) - sum(len(c) for c in kept))
+
+
+# -- routing entries over time ---------------------------------------------------------------
+
+def expiry_text(run: Run, expiry: Any) -> str:
+    if not isinstance(expiry, int):
+        return "?"
+    if expiry >= NEVER_MS:
+        return "never"
+    return f"+{rel(run, expiry)}ms"
+
+
+def _entry_fields(run: Run, entry: dict[str, Any] | None) -> dict[str, Any]:
+    if not isinstance(entry, dict):
+        return {"type": "none", "addr": "", "sticky": False, "visible": False, "expiry": ""}
+    return {"type": str(entry.get("type")), "addr": str(entry.get("addr")), "sticky": bool(entry.get("sticky")),
+            "visible": bool(entry.get("visible")), "expiry": expiry_text(run, entry.get("expiry"))}
+
+
+def routing(run: Run) -> dict[str, Any]:
+    """Per participant and runtime: the entry held between changes (``entries``: bars) and
+    every put, remove and purge with its outcome (``changes``: points, refusals marked)."""
+    end = rel(run, max((e["ts"] for e in run.events), default=run.start))
+    lanes: dict[tuple[str, str], list[Event]] = defaultdict(list)
+    for e in run.events:
+        if e["ev"] in RT_EVENTS and isinstance(e.get("participant"), str):
+            lanes[(e["participant"], e["rt"])].append(e)
+    entries, changes = [], []
+    for (p, rt), events in lanes.items():
+        for i, e in enumerate(events):
+            t = rel(run, e["ts"])
+            op = e["ev"].removeprefix("rt.")
+            outcome = str(e.get("outcome") or "")
+            held = None if e["ev"] == "rt.purge" else e.get("entry")
+            changes.append({"p": p, "rt": rt, "t": t, "op": op, "outcome": outcome,
+                            "reason": str(e.get("reason") or ""), "origin": str(e.get("origin") or ""),
+                            "policy": str(e.get("policy") or ""), "old": entry_text(e.get("old")),
+                            "offered": entry_text(e.get("new")) if op == "put" else "",
+                            "held": entry_text(held), "refused": outcome.startswith("refused"),
+                            "mark": f"{op} {outcome}".strip()})
+            if isinstance(held, dict):
+                t1 = rel(run, events[i + 1]["ts"]) if i + 1 < len(events) else end
+                entries.append({"p": p, "rt": rt, "t0": t, "t1": max(t1, t + 1), **_entry_fields(run, held)})
+    changes.sort(key=lambda c: (c["t"], c["rt"]))  # the table reads in time order, across runtimes
+    participants = sorted({p for p, _ in lanes})
+    # the first participant shown: one whose entry changed somewhere, else the first
+    busy = Counter(c["p"] for c in changes if c["outcome"] not in ("created",))
+    first = busy.most_common(1)[0][0] if busy else (participants[0] if participants else "")
+    return {"participants": participants, "entries": entries, "changes": changes, "first": first, "end": end}
+
+
+# -- series for the plots ------------------------------------------------------------------
+
+def bin_width(duration_ms: int, bins: int = ACTIVITY_BINS) -> int:
+    """The smallest of 1, 2, 5 × 10^k ms that cuts ``duration_ms`` into at most ``bins``."""
+    target = max(1, math.ceil(duration_ms / bins))
+    k = 10 ** max(0, len(str(target)) - 1)
+    for step in (1, 2, 5, 10):
+        if step * k >= target:
+            return step * k
+    return 10 * k  # pragma: no cover - the loop ends at 10 k >= target
+
+
+def activity(run: Run) -> dict[str, list[dict[str, Any]]]:
+    end = rel(run, max((e["ts"] for e in run.events), default=run.start))
+    width = bin_width(end + 1)
+    events: Counter[tuple[str, int]] = Counter()
+    sent: Counter[tuple[str, int]] = Counter()
+    for e in run.events:
+        b = rel(run, e["ts"]) // width * width
+        events[(e["rt"], b)] += 1
+        if e["ev"] == "msg.out":
+            sent[(e["rt"], b)] += 1
+
+    def rows(c: Counter[tuple[str, int]]) -> list[dict[str, Any]]:
+        return [{"rt": rt, "t0": b, "t1": b + width, "n": n} for (rt, b), n in sorted(c.items())]
+
+    return {"events": rows(events), "sent": rows(sent)}
+
+
+def latencies(run: Run) -> list[dict[str, Any]]:
+    """Request to reply: the request's first msg.out to the delivery of its reply (same corr)."""
+    asked: dict[str, Event] = {}
+    answered: dict[str, Event] = {}
+    for e in run.events:
+        corr = e.get("corr")
+        if not isinstance(corr, str):
+            continue
+        if e["ev"] == "msg.out" and e.get("type") == "rq" and corr not in asked:
+            asked[corr] = e
+        elif e["ev"] == "msg.deliver" and e.get("type") == "rp" and corr not in answered:
+            answered[corr] = e
+    return [{"corr": c, "ms": answered[c]["ts"] - q["ts"], "to": str(q.get("to")), "from": str(q.get("from"))}
+            for c, q in asked.items() if c in answered]
+
+
+def drops(run: Run) -> list[dict[str, Any]]:
+    c = Counter((str(e.get("reason")), e["rt"]) for e in run.events if e["ev"] == "msg.drop")
+    return [{"reason": reason, "rt": rt, "n": n} for (reason, rt), n in sorted(c.items())]
+
+
+def links(run: Run) -> list[dict[str, Any]]:
+    rows = []
+    for e in run.events:
+        if not e["ev"].startswith("link."):
+            continue
+        what = e["ev"].removeprefix("link.")
+        if what == "attach" and e.get("mode"):
+            what = "steal" if e["mode"] == "steal" else f"attach: {e['mode']}"
+        rows.append({"t": rel(run, e["ts"]), "rt": e["rt"], "what": what,
+                     "session": f"{e.get('gbid')}/{e.get('client_id')}", "detail": _misc_detail(e)})
+    return rows
+
+
+# -- summary and violations ------------------------------------------------------------------
+
+def summary(run: Run) -> dict[str, Any]:
+    events = run.events
+    kinds = {}
+    for e in events:
+        kinds.setdefault(e["rt"], str(e.get("kind", "?")))
+    per_rt = []
+    for rt in run.runtimes():
+        c = Counter(e["ev"] for e in events if e["rt"] == rt)
+        per_rt.append({"rt": rt, "kind": kinds.get(rt, "?"), "events": sum(c.values()), "in": c["msg.in"],
+                       "out": c["msg.out"], "drops": c["msg.drop"]})
+    return {"events": len(events), "runtimes": per_rt,
+            "span_ms": rel(run, max((e["ts"] for e in events), default=run.start))}
+
+
+@dataclass(frozen=True)
+class ViolationView:
+    check: str
+    kind: str
+    key: str
+    summary: str
+    anchor: str  # the id of its trace slice in the page
+    msg: str | None  # the message whose diagram it links to
+    participant: str | None  # whose routing timeline it links to
+    slice_rows: list[dict[str, str]]
+    slice_total: int
+    slice_href: str | None
+
+
+def violation_view(run: Run, v: Violation, index: int, slice_href: str | None) -> ViolationView:
+    by_ref = {(e["rt"], e["seq"]): e for e in run.events} if v.refs else {}
+    referred = [by_ref[r] for r in v.refs if r in by_ref]
+    msg = v.details.get("msg") if isinstance(v.details.get("msg"), str) else None
+    if msg is None:
+        msg = next((e["msg"] for e in referred if isinstance(e.get("msg"), str)), None)
+    participant = v.details.get("participant") if isinstance(v.details.get("participant"), str) else None
+    if participant is None:
+        participant = next((e["participant"] for e in referred if isinstance(e.get("participant"), str)), None)
+    rows = [{"t": f"+{rel(run, e['ts'])}ms", "rt": e["rt"], "seq": str(e["seq"]), "ev": e["ev"],
+             "detail": _misc_detail(e)} for e in v.slice_events]
+    return ViolationView(v.check, v.kind, v.key, v.summary, f"violation-{index}", msg, participant, rows,
+                         v.slice_total, slice_href)
+
+
+def run_outcome(inp: RunInput) -> str:
+    """passed / failed / error from run.json, else from the trace's steps."""
+    if inp.manifest is not None and inp.manifest.outcome:
+        return inp.manifest.outcome
+    steps = [e for e in inp.run.events if e["ev"] == "step"]
+    if not steps:
+        return "unknown"
+    return "failed" if any(e.get("outcome") == "failed" for e in steps) else "passed"
