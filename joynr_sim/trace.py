@@ -129,10 +129,21 @@ def read_events(path: str | os.PathLike[str]) -> Iterator[dict[str, Any]]:
                 continue
 
 
+def _well_formed(event: Any) -> bool:
+    """An object whose ordering fields have their types: a line a tool can sort and show. A
+    hand-edited or corrupt trace may hold others; readers pass over them."""
+    return (
+        isinstance(event, dict)
+        and type(event.get("ts")) is int and type(event.get("seq")) is int
+        and isinstance(event.get("rt"), str) and isinstance(event.get("ev"), str)
+    )
+
+
 def read_run(run_dir: str | os.PathLike[str]) -> list[dict[str, Any]]:
-    """All events of a run, ordered by simulated time then runtime sequence."""
+    """All events of a run, ordered by simulated time then runtime sequence; a line that
+    is no event with an int ``ts`` and ``seq`` and a string ``rt`` and ``ev`` is passed over."""
     events: list[dict[str, Any]] = []
     for path in sorted((Path(run_dir) / "trace").glob("*.ndjson")):
-        events.extend(read_events(path))
-    events.sort(key=lambda e: (e.get("ts", 0), e.get("rt", ""), e.get("seq", 0)))
+        events.extend(e for e in read_events(path) if _well_formed(e))
+    events.sort(key=lambda e: (e["ts"], e["rt"], e["seq"]))
     return events

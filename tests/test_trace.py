@@ -4,6 +4,7 @@ field, and the names the simulator's core defines are the catalogue's."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import jsonschema
@@ -157,3 +158,12 @@ async def test_every_event_of_real_runs_is_declared_in_the_catalogue(tmp_path):
                 problems.setdefault(problem, []).append(f"{file}: {event['rt']}#{event['seq']}")
     assert problems == {}
     assert written >= trace_schema.EVENTS - NOT_SURE_TO_BE_REACHED
+
+
+def test_read_run_passes_over_lines_it_cannot_order(tmp_path):
+    trace = tmp_path / "trace"
+    trace.mkdir()
+    good = {"v": 1, "ts": 5, "seq": 0, "run": "r", "rt": "a", "kind": "runner", "ev": "step"}
+    lines = [good, [1, 2], {**good, "ts": "5"}, {**good, "seq": None}, {**good, "rt": 3}, {**good, "seq": 1}]
+    (trace / "a.ndjson").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    assert [e["seq"] for e in read_run(tmp_path)] == [0, 1]
