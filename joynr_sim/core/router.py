@@ -49,6 +49,7 @@ from .message import (
     decode,
 )
 from .routing import RoutingEntry, RoutingTable
+from .waiting import WaitingMessages
 
 DEFAULT_MAX_HOPS = 32
 # Bounds of what a router remembers and holds; past them the oldest goes first.
@@ -106,15 +107,7 @@ class MessageRouter:
         self.limits = limits
         self.clock = clock
         self.max_hops = max_hops
-        self.max_queued = max_queued
-        self.max_queued_bytes = max_queued_bytes
-        # Waiting messages in arrival order (so the oldest is found at once) and, per
-        # participant, the keys of its own in the same order.
-        self._waiting: OrderedDict[int, JoynrMessage] = OrderedDict()
-        self._waiting_via: dict[int, str] = {}
-        self._by_participant: dict[str, list[int]] = {}
-        self._next_key = 0
-        self._queued_bytes = 0
+        self.waiting = WaitingMessages(max_queued, max_queued_bytes)
         self._delivered = _Memory(memory)
         self._resolving: set[str] = set()
         # Participants that serve only the runtime's own: joynr's internal providers.
@@ -169,8 +162,7 @@ class MessageRouter:
 
     def route_appeared(self, participant_id: str) -> list[Action]:
         """The table accepted an entry for a participant: what waited for it goes now."""
-        keys = self._by_participant.pop(participant_id, [])
-        waiting = [(self._unqueue(key), self._waiting_via.pop(key)) for key in keys]
+        waiting = self.waiting.pop(participant_id)
         actions: list[Action] = []
         for msg, via in waiting:
             actions.extend(self.route(msg, via=via))
@@ -184,10 +176,7 @@ class MessageRouter:
         """Time passed: waiting messages past their expiry are dropped, expired routing
         entries purged (the table's listeners see each purge)."""
         actions: list[Action] = []
-        for key in [k for k, m in self._waiting.items() if m.expiry_date_ms < now_ms]:
-            msg = self._waiting[key]
-            self._forget(key, msg.recipient)
-            actions.append(Drop(msg, "expired"))
+        actions.extend(Drop(msg, "expired") for msg in self.waiting.expire(now_ms))
         actions.extend(self._expire_held(now_ms))
         self.table.purge_expired(now_ms)
         return actions
@@ -200,13 +189,11 @@ class MessageRouter:
 
     # -- inspection ------------------------------------------------------------------
     def queued(self, participant_id: str | None = None) -> int:
-        if participant_id is not None:
-            return len(self._by_participant.get(participant_id, ()))
-        return len(self._waiting)
+        return self.waiting.count(participant_id)
 
     @property
     def queued_bytes(self) -> int:
-        return self._queued_bytes
+        return self.waiting.bytes
 
     # -- rules of each kind ------------------------------------------------------------
     def _learn(self, msg: JoynrMessage, via: str, gbid: str | None, source: str | None) -> list[Action]:
@@ -223,43 +210,14 @@ class MessageRouter:
 
     # -- helpers ---------------------------------------------------------------------
     def _enqueue(self, msg: JoynrMessage, via: str, ask: bool = True) -> list[Action]:
-        size = len(msg.payload)
-        if size > self.max_queued_bytes or self.max_queued <= 0:
-            return [Drop(msg, "queue-full", detail=f"{size} bytes do not fit the queue")]
-        # Make room by dropping the oldest waiting messages: a flood of messages for
-        # participants nobody knows must not grow the runtime without bound.
-        actions: list[Action] = []
-        while self._waiting and (
-            len(self._waiting) >= self.max_queued or self._queued_bytes + size > self.max_queued_bytes
-        ):
-            key, oldest = next(iter(self._waiting.items()))
-            self._forget(key, oldest.recipient)
-            actions.append(Drop(oldest, "queue-full"))
-        key = self._next_key
-        self._next_key += 1
-        self._waiting[key] = msg
-        self._waiting_via[key] = via
-        self._by_participant.setdefault(msg.recipient, []).append(key)
-        self._queued_bytes += size
+        if not self.waiting.fits(msg):
+            return [Drop(msg, "queue-full", detail=f"{len(msg.payload)} bytes do not fit the queue")]
+        actions: list[Action] = [Drop(old, "queue-full") for old in self.waiting.add(msg, via)]
         actions.append(Queue(msg))
         if ask and self._wants_resolve() and msg.recipient not in self._resolving:
             self._resolving.add(msg.recipient)
             actions.append(Resolve(msg.recipient))
         return actions
-
-    def _unqueue(self, key: int) -> JoynrMessage:
-        msg = self._waiting.pop(key)
-        self._queued_bytes -= len(msg.payload)
-        return msg
-
-    def _forget(self, key: int, participant_id: str) -> None:
-        """Take one waiting message out of every index."""
-        self._unqueue(key)
-        self._waiting_via.pop(key, None)
-        keys = self._by_participant[participant_id]
-        keys.remove(key)
-        if not keys:
-            del self._by_participant[participant_id]
 
     def _learn_route(self, participant_id: str, entry: RoutingEntry) -> LearnRoute:
         result = self.table.put(participant_id, entry, "reply-to")
