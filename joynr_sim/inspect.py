@@ -81,7 +81,7 @@ def entry_text(entry: dict[str, Any] | None) -> str:
     return f"{entry.get('type')} {entry.get('addr')}" + (f" [{', '.join(flags)}]" if flags else "")
 
 
-def _hop_label(out: Event) -> str:
+def hop_label(out: Event) -> str:
     label = str(out.get("via") or "?")
     if out.get("gbid"):
         label += f" {out['gbid']}"
@@ -110,7 +110,7 @@ def find_message(run: Run, prefix: str) -> str:
     raise InspectError(f"no message with id {prefix!r} in {run.path}{hint}")
 
 
-def _position(e: Event) -> tuple[float, int, int]:
+def position(e: Event) -> tuple[float, int, int]:
     """msg.in sits between the msg.out that sent it and what its receiver did next."""
     hops = e.get("hops")
     hops = 0 if hops is None else hops
@@ -119,7 +119,7 @@ def _position(e: Event) -> tuple[float, int, int]:
 
 def message_events(run: Run, msg_id: str) -> list[Event]:
     return sorted((e for e in run.events if e.get("ev") in MSG_EVENTS and e.get("msg") == msg_id),
-                  key=_position)
+                  key=position)
 
 
 def conversation(run: Run, msg_id: str) -> list[str]:
@@ -135,7 +135,7 @@ def conversation(run: Run, msg_id: str) -> list[str]:
     return sorted(first_seen, key=first_seen.__getitem__)
 
 
-def _pair_hops(events: list[Event]) -> dict[int, int]:
+def pair_hops(events: list[Event]) -> dict[int, int]:
     """msg.in index -> index of the msg.out that sent it (earliest unmatched, same transport)."""
     pending: list[int] = []
     pairs: dict[int, int] = {}
@@ -216,7 +216,7 @@ def render_message(run: Run, prefix: str) -> Group:
     per_msg = {m: message_events(run, m) for m in ids}
     columns = list(dict.fromkeys(e.get("rt", "?") for m in ids for e in per_msg[m]))
     col = {rt: i for i, rt in enumerate(columns)}
-    diagram = _Diagram(columns, (_hop_label(e) for m in ids for e in per_msg[m]
+    diagram = _Diagram(columns, (hop_label(e) for m in ids for e in per_msg[m]
                                  if e["ev"] in ("msg.out", "msg.in")))
     table = Table(title="events", show_lines=False)
     for name in ("msg", "hops", "time", "runtime", "event", "detail"):
@@ -228,7 +228,7 @@ def render_message(run: Run, prefix: str) -> Group:
         diagram.rows.append(Text(
             f"{first.get('type')} {m}  {first.get('from')} → {first.get('to')}"
             + (f"  corr {first['corr']}" if first.get("corr") else ""), style="bold cyan"))
-        pairs = _pair_hops(events)
+        pairs = pair_hops(events)
         received = set(pairs.values())
         for i, e in enumerate(events):
             ev = e["ev"]
@@ -236,12 +236,12 @@ def render_message(run: Run, prefix: str) -> Group:
             rt = e.get("rt", "?")
             if ev == "msg.in":
                 if i in pairs:
-                    diagram.arrow(gutter, col[events[pairs[i]]["rt"]], col[rt], _hop_label(events[pairs[i]]))
+                    diagram.arrow(gutter, col[events[pairs[i]]["rt"]], col[rt], hop_label(events[pairs[i]]))
                 else:
-                    diagram.arrow(gutter, None, col[rt], _hop_label(e), note=f"received at {rt}, "
+                    diagram.arrow(gutter, None, col[rt], hop_label(e), note=f"received at {rt}, "
                                   "sender left no msg.out", style="yellow")
             elif ev == "msg.out" and e.get("via") != "inprocess" and i not in received:
-                diagram.arrow(gutter, col[rt], None, _hop_label(e),
+                diagram.arrow(gutter, col[rt], None, hop_label(e),
                               note=f"sent by {rt} to {e.get('target')}, never received",
                               style="yellow")
             elif ev == "msg.deliver":
@@ -281,7 +281,7 @@ def _msg_detail(e: Event) -> str:
 
 # -- one participant -----------------------------------------------------------------------
 
-def _fate(run: Run, events: list[Event]) -> tuple[str, str]:
+def fate(run: Run, events: list[Event]) -> tuple[str, str]:
     """What became of one message: (outcome, where)."""
     last = events[-1]
     for e in events:
@@ -304,7 +304,7 @@ def _messages_table(run: Run, msg_ids: Iterable[str], title: str) -> Table:
     for m in msg_ids:
         events = message_events(run, m)
         first = min(events, key=lambda e: (e.get("ts", 0), e.get("seq", 0)))
-        outcome, where = _fate(run, events)
+        outcome, where = fate(run, events)
         style = "" if outcome == "delivered" else "red" if outcome.startswith("dropped") else "yellow"
         table.add_row(short(m), str(first.get("type")), run.rel(first), str(first.get("from")),
                       str(first.get("to")), str(max((e.get("hops") or 0) for e in events)),
@@ -368,7 +368,7 @@ def render_runtime(run: Run, runtime: str) -> Group:
         timeline.add_column(name)
     for e in events:
         if e["ev"].startswith(("life.", "link.", "step")):
-            timeline.add_row(run.rel(e), e["ev"], _misc_detail(e))
+            timeline.add_row(run.rel(e), e["ev"], misc_detail(e))
     parts: list[Any] = [head, counts]
     if timeline.row_count:
         parts.append(timeline)
@@ -379,7 +379,7 @@ def render_runtime(run: Run, runtime: str) -> Group:
     return Group(*parts)
 
 
-def _misc_detail(e: Event) -> str:
+def misc_detail(e: Event) -> str:
     skip = {"v", "ts", "seq", "run", "rt", "kind", "ev"}
     return ", ".join(f"{k}={v}" for k, v in e.items() if k not in skip and v not in (None, [], {}))
 

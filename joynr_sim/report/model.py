@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from ..inspect import MSG_EVENTS, RT_EVENTS, Run, _fate, _hop_label, _misc_detail, _pair_hops, _position, entry_text
+from ..inspect import MSG_EVENTS, RT_EVENTS, Run, entry_text, fate, hop_label, misc_detail, pair_hops, position
 from .inputs import RunInput, Violation
 
 Event = dict[str, Any]
@@ -45,7 +45,7 @@ def _by_message(events: Iterable[Event]) -> dict[str, list[Event]]:
         if e["ev"] in MSG_EVENTS and isinstance(e.get("msg"), str):
             by_msg[e["msg"]].append(e)
     for evs in by_msg.values():
-        evs.sort(key=_position)
+        evs.sort(key=position)
     return by_msg
 
 
@@ -80,7 +80,7 @@ def diagram(run: Run, ids: list[str], by_msg: dict[str, list[Event]]) -> dict[st
         first = events[0]
         rows.append({"k": "head", "msg": m, "text": f"{first.get('type')} {m}  {first.get('from')} → "
                      f"{first.get('to')}" + (f"  corr {first['corr']}" if first.get("corr") else "")})
-        pairs = _pair_hops(events)
+        pairs = pair_hops(events)
         received = set(pairs.values())
         for i, e in enumerate(events):
             g = f"h{e.get('hops')} +{rel(run, e['ts'])}ms"
@@ -88,13 +88,13 @@ def diagram(run: Run, ids: list[str], by_msg: dict[str, list[Event]]) -> dict[st
             if ev == "msg.in":
                 if i in pairs:
                     out = events[pairs[i]]
-                    rows.append({"k": "hop", "a": col[out["rt"]], "b": col[rt], "label": _hop_label(out), "g": g,
+                    rows.append({"k": "hop", "a": col[out["rt"]], "b": col[rt], "label": hop_label(out), "g": g,
                                  "s": "warn" if out.get("resent") else ""})
                 else:
-                    rows.append({"k": "hop", "a": None, "b": col[rt], "label": _hop_label(e), "g": g, "s": "warn",
+                    rows.append({"k": "hop", "a": None, "b": col[rt], "label": hop_label(e), "g": g, "s": "warn",
                                  "note": f"received at {rt}; the sender left no msg.out"})
             elif ev == "msg.out" and e.get("via") != "inprocess" and i not in received:
-                rows.append({"k": "hop", "a": col[rt], "b": None, "label": _hop_label(e), "g": g, "s": "bad",
+                rows.append({"k": "hop", "a": col[rt], "b": None, "label": hop_label(e), "g": g, "s": "bad",
                              "note": f"sent by {rt} to {e.get('target')}, never received"})
             elif ev == "msg.deliver":
                 rows.append({"k": "mark", "c": col[rt], "sym": "●", "g": g, "s": "ok",
@@ -116,7 +116,7 @@ def messages(run: Run) -> Messages:
     convs = _conversations(by_msg)
 
     def failing(ids: list[str]) -> bool:
-        if any(_fate(run, by_msg[m])[0] != "delivered" for m in ids):
+        if any(fate(run, by_msg[m])[0] != "delivered" for m in ids):
             return True
         return by_msg[ids[0]][0].get("type") == "rq" and not any(by_msg[m][0].get("type") == "rp" for m in ids)
 
@@ -130,7 +130,7 @@ def messages(run: Run) -> Messages:
         for m in ids:
             events = by_msg[m]
             first = min(events, key=lambda e: (e["ts"], e["seq"]))
-            outcome, where = _fate(run, events)
+            outcome, where = fate(run, events)
             rows.append({"id": m, "type": str(first.get("type")), "from": str(first.get("from")),
                          "to": str(first.get("to")), "t": rel(run, first["ts"]),
                          "hops": max((e["hops"] for e in events if isinstance(e.get("hops"), int)), default=0),
@@ -248,7 +248,7 @@ def links(run: Run) -> list[dict[str, Any]]:
         if what == "attach" and e.get("mode"):
             what = "steal" if e["mode"] == "steal" else f"attach: {e['mode']}"
         rows.append({"t": rel(run, e["ts"]), "rt": e["rt"], "what": what,
-                     "session": f"{e.get('gbid')}/{e.get('client_id')}", "detail": _misc_detail(e)})
+                     "session": f"{e.get('gbid')}/{e.get('client_id')}", "detail": misc_detail(e)})
     return rows
 
 
@@ -292,7 +292,7 @@ def violation_view(run: Run, v: Violation, index: int, slice_href: str | None) -
     if participant is None:
         participant = next((e["participant"] for e in referred if isinstance(e.get("participant"), str)), None)
     rows = [{"t": f"+{rel(run, e['ts'])}ms", "rt": e["rt"], "seq": str(e["seq"]), "ev": e["ev"],
-             "detail": _misc_detail(e)} for e in v.slice_events]
+             "detail": misc_detail(e)} for e in v.slice_events]
     return ViolationView(v.check, v.kind, v.key, v.summary, f"violation-{index}", msg, participant, rows,
                          v.slice_total, slice_href)
 
