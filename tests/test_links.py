@@ -35,7 +35,7 @@ from joynr_sim.core.links import (
     reconcile,
     validate_mqtt_client_id,
 )
-from joynr_sim.store.link_store import MemoryLinkStore
+from joynr_sim.store.link_store import MemoryLinkStore, SqliteLinkStore
 
 JOIN_S = 30.0  # bound on every thread join: a deadlock fails the test instead of hanging
 
@@ -60,6 +60,13 @@ def registry(**kwargs) -> tuple[LinkRegistry, list[LinkEvent]]:
     reg = LinkRegistry(**kwargs)
     reg.add_listener(events.append)
     return reg, events
+
+
+class DurableStore(SqliteLinkStore):
+    """A store that keeps all three durabilities, without a file: SQLite in memory."""
+
+    def __init__(self) -> None:
+        super().__init__(":memory:")
 
 
 def src(address: str = "cc1/topic", durability: int = 0) -> Terminus:
@@ -274,7 +281,125 @@ def test_steal_moves_the_unsettled_state_and_resumes_it():
     assert [e.ev for e in events][-2:] == ["link.attach", "link.resume"]
 
 
-class FailingStore(MemoryLinkStore):
+def test_a_peer_that_kept_no_state_makes_the_attach_an_establish():
+    # An MQTT broker restarted without its sessions: CONNACK session present 0.
+    reg, events = registry(store=DurableStore())
+    link = reg.get_sending_link("gbid1", "cc1")
+    link.attach("conn1", src("a", 2), None)
+    link.add_unsettled("m1")
+    link.add_unsettled("m2", "received")
+    link.detach("conn1")
+    out = link.attach("conn2", src("a", 2), None, peer_kept_state=False)
+    assert (out.mode, out.resumed, out.settled, out.peer_only) == ("establish", False, (), ())
+    # Nothing is resumed, nothing is lost: both go again as new deliveries, unsettled.
+    assert out.resend == (Delivery("m1", None, resumed=False), Delivery("m2", None, resumed=False))
+    assert link.unsettled == {"m1": None, "m2": None}
+    assert [e.ev for e in events if e.ev != "link.store"][-1] == "link.attach"
+    assert not [e for e in events if isinstance(e, LinkResumed)]
+
+
+def test_a_receiving_link_settles_what_a_sender_without_state_forgot():
+    reg, _ = registry(store=DurableStore())
+    link = reg.get_receiving_link("gbid1", "cc1")
+    link.attach("conn1", None, src("a", 2))
+    link.add_unsettled("m1", "received")
+    link.detach("conn1")
+    out = link.attach("conn2", None, src("a", 2), peer_kept_state=False)
+    assert (out.mode, out.resend, out.settled) == ("establish", (), ("m1",))
+    assert link.unsettled == {}
+
+
+def test_a_peer_without_state_has_no_unsettled_map():
+    reg, events = registry()
+    link = reg.get_sending_link("gbid1", "cc1")
+    with pytest.raises(LinkError, match="unsettled: a peer that kept no state"):
+        link.attach("conn1", src(), None, unsettled={}, peer_kept_state=False)
+    with pytest.raises(LinkError, match="peer_kept_state: expected a bool"):
+        link.attach("conn1", src(), None, peer_kept_state=0)
+    assert link.owner is None and events == []
+
+
+def test_a_store_must_advertise_a_durability():
+    class Vague(MemoryLinkStore):
+        max_durability = 3
+
+    with pytest.raises(LinkError, match="store.max_durability: expected 0, 1 or 2, got 3"):
+        LinkRegistry(store=Vague())
+
+
+def test_registries_of_two_holders_on_one_store_keep_one_owner():
+    store = DurableStore()
+    a, a_events = registry(store=store, holder="a")
+    b, b_events = registry(store=store, holder="b")
+    a.get_sending_link("gbid1", "cc1").attach("a1", src("t", 2), None)
+    a.get_sending_link("gbid1", "cc1").add_unsettled("m1")
+    out = b.get_sending_link("gbid1", "cc1").attach("b1", src("t", 2), None)
+    # b resumes what a left unsettled, as one registry would, and steals the link.
+    assert (out.mode, out.stolen_from, out.resumed) == ("steal", "a1", True)
+    assert out.resend == (Delivery("m1", None),)
+    # a learns it at its next detach: its connection lost the link, the store keeps b's.
+    assert a.get_sending_link("gbid1", "cc1").detach("a1").detached is False
+    assert [(e.connection_id, e.stolen_by) for e in a_events if isinstance(e, LinkDetached)] == [
+        ("a1", "b1")]
+    assert store.find("sending", "gbid1", "cc1").owner == "b1"
+    assert a.get_sending_link("gbid1", "cc1").owner == "b1"
+
+
+def test_refresh_tells_a_connection_that_another_holder_took_its_link():
+    # The broker may not close it (amqtt 0.12 keeps both): the registry tells it.
+    store = DurableStore()
+    a, a_events = registry(store=store, holder="a")
+    b, _ = registry(store=store, holder="b")
+    told: list[LinkDetached] = []
+    a.get_sending_link("gbid1", "cc1").attach("a1", src("t", 1), None, on_stolen=told.append)
+    a.refresh()
+    assert told == [] and a.get_sending_link("gbid1", "cc1").owner == "a1"
+    b.get_sending_link("gbid1", "cc1").attach("b1", src("t", 1), None)
+    a.refresh()
+    assert [(e.connection_id, e.error, e.stolen_by) for e in told] == [("a1", ERR_STOLEN, "b1")]
+    assert a.get_sending_link("gbid1", "cc1").owner == "b1"
+    a.refresh()  # told once
+    assert len(told) == 1 and [e.ev for e in a_events if e.ev != "link.store"] == [
+        "link.attach", "link.detach"]
+
+
+def test_a_store_that_cannot_be_read_rejects_attaches_and_refresh_keeps_the_owner():
+    class Flaky(DurableStore):
+        unreadable = False
+
+        def find(self, role, remote_container_id, link_name):
+            if self.unreadable:
+                raise LinkStoreError("disk gone")
+            return super().find(role, remote_container_id, link_name)
+
+    store = Flaky()
+    reg, events = registry(store=store, holder="a")
+    link = reg.get_sending_link("gbid1", "cc1")
+    told: list[LinkDetached] = []
+    link.attach("a1", src("t", 1), None, on_stolen=told.append)
+    store.unreadable = True
+    reg.refresh()
+    assert link.owner == "a1" and told == []
+    out = link.attach("a2", src("t", 1), None)
+    assert out.mode == "reject" and out.error.condition == ERR_INTERNAL and link.owner == "a1"
+    failures = [(e.op, e.error) for e in events if isinstance(e, LinkStored) and not e.ok]
+    assert failures == [("find", "disk gone")] * 2
+
+
+def test_a_reopened_registry_suspends_the_links_of_its_dead_connections():
+    store = DurableStore()
+    clock = FakeClock(1_000)
+    reg, _ = registry(store=store, holder="p", clock=clock, detached_timeout_ms=100)
+    reg.get_sending_link("gbid1", "cc1").attach("p1", src("t", 2), None)
+    clock.advance(500)
+    again = reg.reopen()  # same holder: the restarted process
+    link = again.get_sending_link("gbid1", "cc1")
+    assert link.owner is None and link.detached_since_ms == 1_500
+    assert again.purge_expired(1_600) == [] and again.purge_expired(1_601) == [link]
+    assert store.load() == []
+
+
+class FailingStore(DurableStore):
     def __init__(self) -> None:
         super().__init__()
         self.fail = False
@@ -324,7 +449,7 @@ def test_rejected_establish_registers_no_owner():
 
 
 def test_closed_detach_removes_the_link_and_its_record():
-    store = MemoryLinkStore()
+    store = DurableStore()
     reg, events = registry(store=store)
     link = reg.get_sending_link("gbid1", "cc1")
     link.attach("conn1", src("a", 2), None)
@@ -455,7 +580,7 @@ def test_bad_attach_input_changes_nothing():
 
 def test_links_detached_longer_than_the_timeout_are_purged():
     clock = FakeClock(1_000)
-    store = MemoryLinkStore()
+    store = DurableStore()
     reg, events = registry(store=store, clock=clock, detached_timeout_ms=500)
     kept = reg.get_sending_link("gbid1", "attached")
     kept.attach("conn1", src("a", 1), None)
@@ -487,7 +612,7 @@ def test_without_a_timeout_nothing_expires():
 
 def test_listener_sees_every_event_kind_with_what_the_trace_needs():
     clock = FakeClock(5)
-    store = MemoryLinkStore()
+    store = DurableStore()
     reg, events = registry(store=store, clock=clock, detached_timeout_ms=10)
     link = reg.get_sending_link("gbid1", "cc1")
     link.attach("c1", src("a", 2), None)
@@ -498,12 +623,13 @@ def test_listener_sees_every_event_kind_with_what_the_trace_needs():
     link.detach("c3")
     clock.advance(100)
     reg.purge_expired(clock())
+    # Every attach and detach saves the record: it names the connection the link is on.
     assert [e.ev for e in events] == [
         "link.store", "link.attach",  # establish, durable
-        "link.detach", "link.steal", "link.attach", "link.resume",  # steal with resume
-        "link.detach",
-        "link.attach", "link.resume", "link.recover",  # recover, still unsettled m1
-        "link.detach",
+        "link.store", "link.detach", "link.steal", "link.attach", "link.resume",  # steal, resume
+        "link.store", "link.detach",
+        "link.store", "link.attach", "link.resume", "link.recover",  # recover, m1 unsettled
+        "link.store", "link.detach",
         "link.store", "link.expire",
     ]
     attach = events[1]
@@ -512,12 +638,13 @@ def test_listener_sees_every_event_kind_with_what_the_trace_needs():
         "link": "cc1", "connection_id": "c1", "mode": "establish", "durability": 2, "error": None,
     }
     stored = [e for e in events if isinstance(e, LinkStored)]
-    assert [(e.op, e.durability, e.ok) for e in stored] == [("save", 2, True), ("delete", None, True)]
+    assert [(e.op, e.durability, e.ok) for e in stored] == [("save", 2, True)] * 5 + [
+        ("delete", None, True)]
     assert all(e.ts == 5 for e in events[:-2]) and events[-1].ts == 105
 
 
 def test_registry_restart_reports_the_load_and_keeps_links_per_durability():
-    store = MemoryLinkStore()
+    store = DurableStore()
     reg, _ = registry(store=store)
     for durability in (0, 1, 2):
         link = reg.get_sending_link("gbid1", f"d{durability}")
@@ -557,7 +684,7 @@ def test_a_callback_may_call_back_into_the_registry():
 # -- concurrency ----------------------------------------------------------------------
 
 
-class GatedStore(MemoryLinkStore):
+class GatedStore(DurableStore):
     """Blocks the first save after arm() until release(): a steal held in its turn."""
 
     def __init__(self) -> None:
@@ -606,7 +733,7 @@ def test_thieves_are_served_in_arrival_order():
 
 
 def test_concurrent_thieves_all_finish_with_one_owner():
-    reg, events = registry(store=MemoryLinkStore())
+    reg, events = registry(store=DurableStore())
     link = reg.get_sending_link("gbid1", "cc1")
     told: dict[str, int] = {}
     lock = threading.Lock()
@@ -639,7 +766,7 @@ def test_concurrent_thieves_all_finish_with_one_owner():
     assert link.pending() == 0
 
 
-class BarrierStore(MemoryLinkStore):
+class BarrierStore(DurableStore):
     """Each save waits for the other thread's save: both steals are in their turn at once."""
 
     def __init__(self) -> None:
@@ -697,7 +824,7 @@ class OwnershipMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.clock = FakeClock(0)
-        self.store = MemoryLinkStore()
+        self.store = DurableStore()
         self.reg = LinkRegistry(store=self.store, clock=self.clock, detached_timeout_ms=50)
         self.owns: dict[str, set[tuple[str, str]]] = {c: set() for c in CONNS}
 

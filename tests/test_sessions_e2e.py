@@ -1,13 +1,19 @@
-"""Broker sessions as links, end to end: takeovers, a crash with messages in flight, a
-Mosquitto restart with persistence, and a session left detached past its timeout."""
+"""Broker sessions as links, end to end: takeovers; a cluster controller crash with
+messages in flight, resumed where the broker kept the session and established anew where
+it lost it, nothing lost either way; what each link store lets a restarted cluster
+controller resume; a Mosquitto restart with persistence; a session left detached past its
+timeout."""
 
 from __future__ import annotations
 
 import pytest
 
 from e2e_helpers import events, until
+from joynr_sim.core.links import LinkRegistry, validate_mqtt_client_id
+from joynr_sim.runtime.cluster_controller import ClusterController
 from joynr_sim.runtime.participants import CounterProvider
 from joynr_sim.simulation import Simulation
+from joynr_sim.store.link_store import JsonLinkStore, MemoryLinkStore, SqliteLinkStore
 from joynr_sim.store.outbox import OUTGOING
 
 pytestmark = pytest.mark.e2e  # every test runs brokers and runtimes
@@ -15,8 +21,8 @@ pytestmark = pytest.mark.e2e  # every test runs brokers and runtimes
 BROKERS = ["amqtt", "mosquitto"]
 
 
-async def counter_topology(sim: Simulation):
-    consumer_cc = await sim.cluster_controller("cc-consumer", ["gbid1"])
+async def counter_topology(sim: Simulation, consumer_cc: ClusterController | None = None):
+    consumer_cc = consumer_cc or await sim.cluster_controller("cc-consumer", ["gbid1"])
     provider_cc = await sim.cluster_controller("cc-provider", ["gbid1"])
     provider_app = await sim.libjoynr("provider-app", provider_cc)
     counter = CounterProvider()
@@ -27,12 +33,37 @@ async def counter_topology(sim: Simulation):
     return consumer_cc, provider_cc, counter, proxy
 
 
+async def crash_with_unacknowledged_publishes(sim, consumer_cc, provider_cc, proxy, count=5):
+    """The broker stops (Mosquitto saves its sessions, amqtt loses them), the consumer's
+    cluster controller publishes ``count`` one-way calls nobody acknowledges, crashes with
+    them in flight (paho's queue dies with it), the broker comes back and the cluster
+    controller restarts."""
+    await sim.brokers.stop_broker("gbid1")
+    await until(lambda: not consumer_cc.mqtt["gbid1"].connected.is_set())
+    for _ in range(count):
+        proxy.one_way("increment")
+    await until(lambda: len(consumer_cc.outbox.held(OUTGOING, "gbid1")) == count)
+    await consumer_cc.crash()
+    await sim.brokers.start_broker("gbid1")
+    await until(lambda: provider_cc.mqtt["gbid1"].connected.is_set())
+    await consumer_cc.restart()
+
+
+def delivered_once_each(run_dir, count: int) -> bool:
+    deliveries = [e for e in events(run_dir, "msg.deliver", rt="provider-app") if e["type"] == "o"]
+    return len(deliveries) == len({e["msg"] for e in deliveries}) == count
+
+
 @pytest.mark.parametrize("broker", BROKERS)
 async def test_two_runtimes_with_one_cc_id_steal_the_session_and_storm(tmp_path, broker):
+    # Each has its own link registry over the one store: they learn each other's steals
+    # from the store's records.
     async with Simulation(tmp_path, gbids=["gbid1"], broker=broker) as sim:
-        await sim.cluster_controller("twin", ["gbid1"], runtime_id="twin-a")
-        await sim.cluster_controller("twin", ["gbid1"], runtime_id="twin-b", start=False)
-        await sim.runtimes["twin-b"].start()
+        a = await sim.cluster_controller("twin", ["gbid1"], runtime_id="twin-a")
+        b = await sim.cluster_controller("twin", ["gbid1"], runtime_id="twin-b", start=False)
+        await b.start()
+        assert a.link_registry is not b.link_registry
+        assert a.link_registry.store is b.link_registry.store
         await until(lambda: events(tmp_path, "link.takeover-storm"), timeout_s=30)
 
     steals = events(tmp_path, "link.steal", client_id="twin")
@@ -42,31 +73,70 @@ async def test_two_runtimes_with_one_cc_id_steal_the_session_and_storm(tmp_path,
     assert storm["runtimes"] == ["twin-a", "twin-b"] and storm["gbid"] == "gbid1"
 
 
-@pytest.mark.parametrize("broker", BROKERS)
-async def test_cc_crash_with_messages_in_flight_loses_and_duplicates_nothing(tmp_path, broker):
+@pytest.mark.parametrize("broker,mode", [("mosquitto", "resume"), ("amqtt", "establish")])
+async def test_a_crashed_cc_resumes_only_a_session_the_broker_kept_and_loses_nothing(
+    tmp_path, broker, mode
+):
+    # Mosquitto saved the session (CONNACK session present 1): the restarted cluster
+    # controller's registry, reloaded from its store, resumes the five deliveries. amqtt
+    # lost it (session present 0): an establish. The outbox re-sends the five either way.
     async with Simulation(tmp_path, gbids=["gbid1"], broker=broker) as sim:
         consumer_cc, provider_cc, counter, proxy = await counter_topology(sim)
-
-        # The broker is gone: the consumer CC publishes, nothing is acknowledged.
-        await sim.brokers.stop_broker("gbid1")
-        await until(lambda: not consumer_cc.mqtt["gbid1"].connected.is_set())
-        for _ in range(5):
-            proxy.one_way("increment")
-        await until(lambda: len(consumer_cc.outbox.held(OUTGOING, "gbid1")) == 5)
-        # The consumer CC crashes with five messages in flight; paho's queue dies with it.
-        await consumer_cc.crash()
-        await sim.brokers.start_broker("gbid1")
-        await until(lambda: provider_cc.mqtt["gbid1"].connected.is_set())
-        await consumer_cc.restart()  # resumes the session and re-sends from its outbox
+        before = consumer_cc.link_registry
+        await crash_with_unacknowledged_publishes(sim, consumer_cc, provider_cc, proxy)
+        assert consumer_cc.link_registry is not before  # as a restarted process has
         await until(lambda: counter.value == 5)
         assert await proxy.call("get", ttl_ms=10_000) == 5
+        if mode == "resume":  # traced once the broker acknowledged the five
+            await until(lambda: events(tmp_path, "link.resume", rt="cc-consumer"))
 
+    attaches = events(tmp_path, "link.attach", rt="cc-consumer")
+    assert [e["mode"] for e in attaches] == ["establish", mode]
     resumes = events(tmp_path, "link.resume", rt="cc-consumer")
-    assert [e["resent"] for e in resumes] == [5]
-    resent = events(tmp_path, "msg.out", rt="cc-consumer", resent=True)
-    assert len(resent) == 5
-    deliveries = [e for e in events(tmp_path, "msg.deliver", rt="provider-app") if e["type"] == "o"]
-    assert len(deliveries) == len({e["msg"] for e in deliveries}) == 5
+    # What was settled comes from the broker's PUBACKs for the five held before the crash.
+    assert [(e["resent"], e["settled"]) for e in resumes] == ([(5, 5)] if mode == "resume" else [])
+    assert len(events(tmp_path, "msg.out", rt="cc-consumer", resent=True)) == 5
+    assert delivered_once_each(tmp_path, 5)
+
+
+@pytest.mark.parametrize("kind,granted,after_crash", [
+    ("memory", 0, "establish"),  # nothing kept: the restarted registry knows no session
+    ("json", 1, "reattach"),  # the terminus, not the unsettled deliveries
+    ("sqlite", 2, "resume"),  # both
+])
+async def test_the_link_store_grants_the_durability_it_keeps_and_decides_the_resume(
+    tmp_path, kind, granted, after_crash
+):
+    # Mosquitto keeps the session in every case; only the cluster controller's store varies.
+    store = {
+        "memory": MemoryLinkStore,
+        "json": lambda: JsonLinkStore(tmp_path / "cc-consumer.links.json"),
+        "sqlite": lambda: SqliteLinkStore(tmp_path / "cc-consumer.links.sqlite"),
+    }[kind]()
+    try:
+        async with Simulation(tmp_path / "run", gbids=["gbid1"], broker="mosquitto") as sim:
+            consumer_cc = ClusterController(
+                "cc-consumer", ["gbid1"], sim.brokers, run_dir=sim.run_dir, run_id=sim.run_id,
+                clock=sim.clock, link_registry=LinkRegistry(
+                    store=store, clock=sim.clock.now_ms, link_name_validator=validate_mqtt_client_id),
+            )
+            sim.runtimes[consumer_cc.runtime_id] = consumer_cc  # stopped and closed with the rest
+            await consumer_cc.start()
+            consumer_cc, provider_cc, counter, proxy = await counter_topology(sim, consumer_cc)
+            await crash_with_unacknowledged_publishes(sim, consumer_cc, provider_cc, proxy)
+            await until(lambda: counter.value == 5)
+            if after_crash == "resume":
+                await until(lambda: events(sim.run_dir, "link.resume", rt="cc-consumer"))
+    finally:
+        store.close()
+
+    run = tmp_path / "run"
+    attaches = events(run, "link.attach", rt="cc-consumer")
+    assert [(e["mode"], e["durability"]) for e in attaches] == [
+        ("establish", granted), (after_crash, granted)]
+    resumes = [(e["resent"], e["settled"]) for e in events(run, "link.resume", rt="cc-consumer")]
+    assert resumes == ([(5, 5)] if after_crash == "resume" else [])
+    assert delivered_once_each(run, 5)  # the outbox re-sent them whatever the store kept
 
 
 async def test_mosquitto_restart_keeps_the_queue_of_a_crashed_cc(tmp_path):

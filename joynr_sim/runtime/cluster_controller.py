@@ -119,9 +119,10 @@ class ClusterController(Runtime):
                 freshness_interval_ms=freshness_interval_ms, remove_stale_delay_ms=remove_stale_delay_ms,
             )
         super().__init__(runtime_id or cc_id, **kwargs)
-        # What joynr persists for a cluster controller: its broker sessions (shared by every
-        # runtime started with the same CC id, as a copied persistence file would be) and,
-        # per runtime, the bytes of its unsettled deliveries.
+        # What joynr persists for a cluster controller: its broker sessions, in a link store
+        # shared by every runtime started with the same CC id (as a copied persistence file
+        # would be), and per runtime the bytes of its unsettled deliveries. The registry
+        # given is opened over that store; every start opens the runtime's own over it.
         state_dir = self.run_dir / "state"
         if link_registry is None:  # (an empty registry is falsy: it has a length)
             link_registry = open_link_registry(state_dir, cc_id, self.clock.now_ms, detached_timeout_ms)

@@ -2,6 +2,11 @@
 persisted id), each a broker session in the link registry, with the outbox that keeps the
 bytes of unsettled deliveries across a crash.
 
+The link registry is process memory: every start of the runtime (the first, and each
+restart after a stop or a crash) opens a new registry over the link store, knowing only
+what the store kept, as a restarted process would. A crash writes nothing: the store is
+left as a killed process leaves it.
+
 Cluster controllers and GCD instances are both built from one of these and a message
 router; the endpoint knows nothing of routing. What it needs from its runtime is the small
 ``MqttHost`` protocol: whether it runs, how to trace, how to decode a frame and what to do
@@ -67,14 +72,17 @@ class MqttEndpoint:
         link_registry: LinkRegistry,
         outbox_path: Path,
     ) -> None:
+        """link_registry: the registry opened over this client id's link store; each start
+        opens this runtime's own over the same store (LinkRegistry.reopen), holder the
+        runtime id."""
         self.host = host
         self.client_id = client_id  # joynr derives the MQTT client id from the persisted id
         self.topic = topic
         self.gbids = tuple(gbids)
         self.brokers = brokers
-        self.link_registry = link_registry
+        self.link_registry = link_registry  # this process's own from the first start on
         self.outbox = Outbox(outbox_path)
-        self.sessions = BrokerSessions(self, link_registry, self.outbox)
+        self.sessions: BrokerSessions | None = None  # opened by start
         self.connections: dict[str, MqttConnection] = {}
         self._cut: set[str] = set()
         self._conn_seq = itertools.count(1)
@@ -89,6 +97,7 @@ class MqttEndpoint:
     # -- lifecycle -------------------------------------------------------------------
     async def start(self) -> None:
         self._cut = set()
+        self._open_sessions()
         for gbid in self.gbids:
             self._connect(gbid)
         await asyncio.gather(*(c.wait_connected(CONNECT_TIMEOUT_S) for c in self.connections.values()))
@@ -96,20 +105,38 @@ class MqttEndpoint:
     async def stop(self) -> None:
         """A clean shutdown closes the sessions: links closed, nothing left to resume."""
         await asyncio.gather(*(c.stop() for c in self.connections.values()))
-        for conn in self.connections.values():
-            self.sessions.detached(conn, closed=True)
+        if self.sessions is not None:
+            for conn in self.connections.values():
+                self.sessions.detached(conn, closed=True)
+            self.sessions.close()
         self.connections.clear()
 
     async def abort(self) -> None:
-        """A crash leaves the sessions suspended at the broker, to be resumed."""
+        """A crash: the connections die without DISCONNECT and the process's memory with
+        them. Nothing is written: the sessions stay at the broker, and the link store names
+        the dead connections until the restarted runtime's registry finds them gone."""
         await asyncio.gather(*(c.crash() for c in self.connections.values()))
-        for conn in self.connections.values():
-            self.sessions.detached(conn, closed=False, error="connection-lost")
+        if self.sessions is not None:
+            self.sessions.close()
         self.connections.clear()
 
     def close(self) -> None:
-        self.sessions.close()
+        if self.sessions is not None:
+            self.sessions.close()
         self.outbox.close()
+
+    def _open_sessions(self) -> None:
+        """A new registry over the link store and new sessions on it: the memory of the
+        process this start begins."""
+        if self.sessions is not None:
+            self.sessions.close()
+        self.link_registry = self.link_registry.reopen(holder=self.runtime_id)
+        self.sessions = BrokerSessions(self, self.link_registry, self.outbox)
+
+    def _live_sessions(self) -> BrokerSessions:
+        if self.sessions is None:
+            raise RuntimeError(f"{self.runtime_id}: the MQTT endpoint has not started")
+        return self.sessions
 
     async def cut(self, gbid: str) -> None:
         """Cut off the broker of ``gbid`` (the link dies without DISCONNECT) until ``heal``."""
@@ -118,7 +145,7 @@ class MqttEndpoint:
             raise ValueError(f"gbid: {self.runtime_id} is not connected to {gbid!r}")
         self._cut.add(gbid)
         await conn.crash()
-        self.sessions.detached(conn, closed=False, error="connection-lost")
+        self._live_sessions().detached(conn, closed=False, error="connection-lost")
 
     async def heal(self, gbid: str) -> None:
         if gbid not in self._cut:
@@ -127,7 +154,7 @@ class MqttEndpoint:
         await self._connect(gbid).wait_connected(CONNECT_TIMEOUT_S)
 
     def purge(self, now_ms: int) -> None:
-        self.sessions.purge(now_ms)
+        self._live_sessions().purge(now_ms)
 
     def _known(self, gbid: str) -> str:
         if gbid not in self.gbids:
@@ -135,6 +162,9 @@ class MqttEndpoint:
         return gbid
 
     def _connect(self, gbid: str) -> MqttConnection:
+        # The callbacks go to the sessions of the process that made the connection: a dead
+        # process's late callbacks reach closed sessions, which ignore them.
+        sessions = self._live_sessions()
         host, port = self.brokers.endpoint(gbid)
         conn = MqttConnection(
             gbid=gbid,
@@ -145,10 +175,10 @@ class MqttEndpoint:
             credentials=self.brokers.credentials(self.client_id, gbid),
             loop=asyncio.get_running_loop(),
             on_message=self._on_message,
-            on_connected=lambda c, session_present: self.sessions.attached(c),
-            on_disconnected=self.sessions.lost,
-            on_published=self.sessions.acknowledged,
-            connection_id=self.sessions.connection_id(gbid, next(self._conn_seq)),
+            on_connected=sessions.attached,
+            on_disconnected=sessions.lost,
+            on_published=sessions.acknowledged,
+            connection_id=sessions.connection_id(gbid, next(self._conn_seq)),
         )
         self.connections[gbid] = conn
         conn.start()
@@ -174,8 +204,8 @@ class MqttEndpoint:
         except (ValueError, ConnectionError) as exc:  # paho's own refusals
             return ("no-connection", shorten(f"{type(exc).__name__}: {exc}", 200))
         tag = _tag(msg)
-        self.sessions.publishing(conn, tag, full_topic, payload)
-        self.sessions.published(conn, mid, tag)
+        self._live_sessions().publishing(conn, tag, full_topic, payload)
+        self._live_sessions().published(conn, mid, tag)
         return None
 
     def resend(self, conn: MqttConnection, tag: str, topic: str, payload: bytes) -> None:
@@ -183,7 +213,7 @@ class MqttEndpoint:
         cannot be sent is dropped with its reason; the rows after it still go."""
         msg = self.host.mqtt_frame(payload, conn.gbid)
         if msg is None:  # the drop is traced
-            self.sessions.discard(conn, tag)
+            self._live_sessions().discard(conn, tag)
             return
         try:
             check_topic(topic, "to.topic")
@@ -191,13 +221,13 @@ class MqttEndpoint:
         except (ValueError, ConnectionError) as exc:
             self.host.trace_msg("msg.drop", msg, reason="invalid-message", via="mqtt", gbid=conn.gbid,
                                 detail=shorten(str(exc), 200))
-            self.sessions.discard(conn, tag)
+            self._live_sessions().discard(conn, tag)
             return
         self.host.trace_msg(
             "msg.out", msg, via="mqtt", addr_type="Mqtt", target=f"{conn.gbid}/{topic}",
             gbid=conn.gbid, resent=True,
         )
-        self.sessions.published(conn, mid, tag)
+        self._live_sessions().published(conn, mid, tag)
 
     # -- receiving -------------------------------------------------------------------
     def _on_message(self, conn: MqttConnection, payload: bytes, mid: int) -> None:
@@ -211,7 +241,7 @@ class MqttEndpoint:
             msg = self.host.mqtt_frame(payload, conn.gbid)
             if msg is not None:
                 tag = _tag(msg)
-                self.sessions.received(conn, tag, payload)
+                self._live_sessions().received(conn, tag, payload)
         except Exception as exc:
             self.host.internal_error(exc, msg, "mqtt", conn.gbid)
             msg = None
@@ -224,7 +254,7 @@ class MqttEndpoint:
         """A message received before a crash and never handled."""
         msg = self.host.mqtt_frame(payload, conn.gbid)
         if msg is None:
-            self.sessions.handled(conn, tag)
+            self._live_sessions().handled(conn, tag)
             return
         self._handle(conn, tag, msg)
 
@@ -232,7 +262,7 @@ class MqttEndpoint:
         try:
             self.host.mqtt_message(msg, conn.gbid)  # guarded: never raises
         finally:
-            self.sessions.handled(conn, tag)
+            self._live_sessions().handled(conn, tag)
 
     # -- inspection ------------------------------------------------------------------
     def is_cut(self, gbid: str) -> bool:

@@ -2,18 +2,27 @@
 
 Each MQTT connection (GBID, client id) is a sending link (the session's identity and its
 published QoS 1 messages not yet acknowledged) and a receiving link (messages received but
-not yet handled). CONNACK attaches both: establish, reattach, resume, or steal when the
-same client id is attached on another connection (a second cluster controller with the
-same id: the takeover). A lost connection suspends them, a clean shutdown closes them.
+not yet handled). CONNACK attaches both: establish (nothing stored, or the broker answered
+session present 0: it lost the session), reattach, resume, or steal when the same client
+id is attached on another connection (a second cluster controller with the same id: the
+takeover). A lost connection suspends them, a clean shutdown closes them.
+
+A BrokerSessions is the memory of one process of the runtime: every start opens a new one
+over a new registry that knows only what the link store kept (see ``MqttEndpoint``).
+Runtimes with the same client id share the store, not the registry: each learns of the
+other's steals from the store's records.
 
 The bytes of every unsettled delivery are kept in the cluster controller's outbox, so after
 a crash and restart the cluster controller re-sends what the broker may not have (amqtt
-does not redeliver on resume) and handles again what it received but never handled;
-receivers drop duplicates by message id. Delivery across a crash so does not depend on the
-broker.
+does not redeliver on resume, and loses its sessions when it stops) and handles again what
+it received but never handled; receivers drop duplicates by message id. Delivery across a
+crash so does not depend on the broker.
 
 Registry events become ``link.*`` trace events of the runtime whose connection they are
-about; a burst of steals of one key is a ``link.takeover-storm`` naming both runtimes.
+about; a burst of steals of one key is a ``link.takeover-storm`` naming both runtimes. A
+resume is traced once the broker has acknowledged every delivery it resumed (or the
+connection went first): ``link.resume`` counts what the outbox re-sent and what the
+broker's PUBACKs settled.
 """
 
 from __future__ import annotations
@@ -21,6 +30,7 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -47,6 +57,10 @@ if TYPE_CHECKING:  # pragma: no cover
 STORM_THRESHOLD = 5  # steals of one key ...
 STORM_WINDOW_MS = 10_000  # ... within this window
 LOST_GRACE_S = 5.0  # a lost connection keeps its link this long before it is suspended
+# How often a runtime looks in the link store for a session another runtime took. Mosquitto
+# closes the connection a takeover leaves behind; amqtt 0.12 keeps it open, so the runtime
+# closes it itself, as a compliant broker would have. One read per attached link.
+STEAL_CHECK_S = 0.25
 
 
 def open_link_registry(
@@ -65,6 +79,20 @@ def open_link_registry(
 def connection_runtime(connection_id: str) -> str:
     """Connection ids are ``<runtime id>|<gbid>|<n>``."""
     return connection_id.split("|", 1)[0]
+
+
+@dataclass
+class _Resume:
+    """A resume under way on one connection: the deliveries it resumed that the broker has
+    not acknowledged yet."""
+
+    gbid: str
+    client_id: str
+    pending: set[str] = field(default_factory=set)
+    resent: int = 0
+    settled: int = 0
+    handled: int = 0
+    attaching: bool = True  # still re-sending: not over even if nothing is pending yet
 
 
 class SessionOwner(Protocol):
@@ -90,68 +118,104 @@ class BrokerSessions:
         self._steals: dict[tuple[str, str], deque[int]] = {}
         self._storm_until: dict[tuple[str, str], int] = {}
         self._grace: dict[str, asyncio.TimerHandle] = {}
+        self._resumes: dict[str, _Resume] = {}  # connection id -> the resume under way
+        self._steal_check: asyncio.TimerHandle | None = None
+        self._closed = False
         registry.add_listener(self._on_event)
 
     def close(self) -> None:
+        """The end of this process's sessions (a stop or a crash): late callbacks of its
+        connections change nothing any more."""
+        self._closed = True
+        if self._steal_check is not None:
+            self._steal_check.cancel()
+            self._steal_check = None
         for handle in self._grace.values():
             handle.cancel()
         self._grace.clear()
+        self._resumes.clear()
         self.registry.remove_listener(self._on_event)
 
     def connection_id(self, gbid: str, n: int) -> str:
         return f"{self.owner.runtime_id}|{gbid}|{n}"
 
     # -- connection lifecycle ----------------------------------------------------------
-    def attached(self, conn: MqttConnection) -> None:
+    def attached(self, conn: MqttConnection, session_present: bool) -> None:
         """CONNACK: attach both links, then re-send and re-handle what is still held.
 
-        The outbox decides what is re-sent: everything held that this connection's paho
-        client does not already carry (paho re-sends its own after a reconnect; after a
-        crash it has nothing). The registry's resume says what it reconciled."""
+        session_present is the CONNACK's flag. Without it the broker lost the session
+        (amqtt after a restart, Mosquitto without persistence): the attach establishes the
+        links anew and resumes nothing. Either way the outbox re-sends everything held that
+        this connection's paho client does not already carry (paho re-sends its own after
+        a reconnect; after a crash it has nothing) and handles again what was received but
+        never handled: nothing is lost.
+
+        When the sending link resumed, link.resume is traced once the broker acknowledged
+        every delivery the link resumed (see ``acknowledged``), or when the connection goes
+        first."""
+        if self._closed:
+            return
         self._mine.add(conn.connection_id)
         self._cancel_grace(conn)
+        self._end_resume(conn.connection_id)
         inflight = set(self._inflight.setdefault(conn.connection_id, {}).values())
-        durable = TerminusDurability.UNSETTLED_STATE
+        durable = TerminusDurability.UNSETTLED_STATE  # granted as far as the store keeps
         held_out = self.outbox.held(OUTGOING, conn.gbid)
         held_in = self.outbox.held(INCOMING, conn.gbid)
         sending = self.registry.get_sending_link(conn.gbid, conn.client_id)
-        # Stolen means detached: the connection goes, as a broker that hands the session
-        # over would close it (amqtt 0.12 keeps both; the registry does not).
+        # Stolen by another connection of this runtime means detached: the connection goes,
+        # as the broker that hands the session over closes it. (Another runtime's broker
+        # connection is closed by the broker; this runtime learns it from the store.)
         out = sending.attach(
             conn.connection_id, Terminus(conn.topic, durable), Terminus(conn.gbid), unsettled=None,
-            on_stolen=lambda event: conn.drop(),
+            on_stolen=lambda event: conn.drop(), peer_kept_state=session_present,
         )
         receiving = self.registry.get_receiving_link(conn.gbid, conn.client_id)
         into = receiving.attach(
             conn.connection_id, Terminus(conn.gbid), Terminus(conn.topic, durable),
-            unsettled={tag: "received" for tag in held_in},
+            unsettled={tag: "received" for tag in held_in} if session_present else None,
+            peer_kept_state=session_present,
         )
-        resent = settled = handled = 0
+        resume = _Resume(conn.gbid, conn.client_id)
+        if out.resumed or (into.resumed and held_in):
+            # What the link resumed and is (re-)sent now; a resumed tag without bytes
+            # anywhere cannot be acknowledged, so it is not waited for.
+            resumed = {d.tag for d in out.resend} if out.resumed else set()
+            resume.pending = {tag for tag in held_out if tag in resumed}
+            self._resumes[conn.connection_id] = resume
         if out.ok:
             for tag, (topic, payload) in held_out.items():
-                if tag in out.settled:
-                    self.outbox.delete(OUTGOING, conn.gbid, tag)
-                    settled += 1
-                elif tag not in inflight:
-                    if tag not in sending.unsettled:
-                        sending.add_unsettled(tag)
+                if tag not in sending.unsettled:
+                    sending.add_unsettled(tag)  # sent again as a new delivery
+                if tag not in inflight:
+                    resume.resent += 1
                     self.owner.resend(conn, tag, topic, payload)
-                    resent += 1
         if into.ok:
             for tag, (_, payload) in held_in.items():
                 self.owner.handle_again(conn, tag, payload)
-                handled += 1
-        if out.resumed or resent or settled or handled:
-            self.owner.emit(
-                "link.resume", gbid=conn.gbid, client_id=conn.client_id, role="sending",
-                conn=conn.connection_id, resent=resent, settled=settled, handled=handled,
-            )
+                resume.handled += 1
+        resume.attaching = False
+        self._end_resume_if_settled(conn.connection_id)
+        if self._steal_check is None:
+            self._steal_check = asyncio.get_running_loop().call_later(STEAL_CHECK_S, self._check_steals)
+
+    def _check_steals(self) -> None:
+        """A connection whose session another runtime took is dropped (its on_stolen), and
+        paho reconnects it: on amqtt too, twins keep taking the session from each other."""
+        self._steal_check = None
+        if self._closed:
+            return
+        self.registry.refresh()
+        self._steal_check = asyncio.get_running_loop().call_later(STEAL_CHECK_S, self._check_steals)
 
     def lost(self, conn: MqttConnection) -> None:
         """The connection dropped; paho is reconnecting. Like a broker that only gives up on
         a connection after its keep-alive, the link stays attached to it for a grace
         period: a reconnect reattaches, another connection attaching meanwhile steals it
         (which is how a takeover looks from here), and otherwise it is suspended."""
+        if self._closed:
+            return
+        self._end_resume(conn.connection_id)
         loop = asyncio.get_running_loop()
         self._cancel_grace(conn)
         self._grace[conn.connection_id] = loop.call_later(LOST_GRACE_S, self._lost_for_good, conn)
@@ -167,6 +231,9 @@ class BrokerSessions:
             handle.cancel()
 
     def detached(self, conn: MqttConnection, closed: bool, error: str | None = None) -> None:
+        if self._closed:
+            return
+        self._end_resume(conn.connection_id)
         self._cancel_grace(conn)
         for link in (
             self.registry.get_sending_link(conn.gbid, conn.client_id),
@@ -190,16 +257,44 @@ class BrokerSessions:
         self._inflight.setdefault(conn.connection_id, {})[mid] = tag
 
     def acknowledged(self, conn: MqttConnection, mid: int) -> None:
+        """PUBACK: the broker has the delivery; it is settled."""
+        if self._closed:
+            return
         tag = self._inflight.get(conn.connection_id, {}).pop(mid, None)
         if tag is None:
             return
         self.registry.get_sending_link(conn.gbid, conn.client_id).settle(tag)
         self.outbox.delete(OUTGOING, conn.gbid, tag)
+        resume = self._resumes.get(conn.connection_id)
+        if resume is not None and tag in resume.pending:
+            resume.pending.discard(tag)
+            resume.settled += 1
+            self._end_resume_if_settled(conn.connection_id)
 
     def discard(self, conn: MqttConnection, tag: str) -> None:
         """A held outgoing delivery that can never be sent: settle it and forget its bytes."""
         self.registry.get_sending_link(conn.gbid, conn.client_id).settle(tag)
         self.outbox.delete(OUTGOING, conn.gbid, tag)
+        resume = self._resumes.get(conn.connection_id)
+        if resume is not None and tag in resume.pending:
+            resume.pending.discard(tag)  # not settled by the broker: not counted
+            self._end_resume_if_settled(conn.connection_id)
+
+    def _end_resume_if_settled(self, connection_id: str) -> None:
+        resume = self._resumes.get(connection_id)
+        if resume is not None and not resume.attaching and not resume.pending:
+            self._end_resume(connection_id)
+
+    def _end_resume(self, connection_id: str) -> None:
+        """Trace the resume under way on a connection: what the outbox re-sent, what the
+        broker acknowledged of what was resumed, what was handled again."""
+        resume = self._resumes.pop(connection_id, None)
+        if resume is not None:
+            self.owner.emit(
+                "link.resume", gbid=resume.gbid, client_id=resume.client_id, role="sending",
+                conn=connection_id, resent=resume.resent, settled=resume.settled,
+                handled=resume.handled,
+            )
 
     def received(self, conn: MqttConnection, tag: str, payload: bytes) -> None:
         """Hold a received message until it is handled; then the broker may forget it."""

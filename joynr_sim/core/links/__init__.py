@@ -14,9 +14,12 @@ and thread-safe. Its parts:
   model      names and their validation, termini, keys, attach and detach outcomes
   events     what listeners are told, one event per transition
   store      the record of one link and the LinkStore protocol it is persisted through
-  reconcile  the unsettled deliveries of a resumed link against the peer's
-  link       one Link: attach and its modes, detach, deliveries, expiry; its turn
-  registry   LinkRegistry: one Link per key, loading the store, purge, event delivery
+  reconcile  the unsettled deliveries of a resumed link against the peer's, or of a link
+             established anew because the peer kept no state
+  link       one Link: attach and its modes, detach, deliveries, expiry; its turn; its
+             record in the store, which registries of several processes may share
+  registry   LinkRegistry: one Link per key, loading the store, reopen (a restarted
+             process), refresh, purge, event delivery
 
 Locking, and why it cannot deadlock:
 
@@ -83,7 +86,7 @@ from .model import (
     validate_link_name,
     validate_mqtt_client_id,
 )
-from .reconcile import reconcile
+from .reconcile import reconcile, restart_deliveries
 from .registry import (
     LinkRegistry,
     wall_clock_ms,
@@ -139,6 +142,7 @@ __all__ = [
     "Terminus",
     "TerminusDurability",
     "reconcile",
+    "restart_deliveries",
     "validate_container_id",
     "validate_delivery_state",
     "validate_delivery_tag",

@@ -86,7 +86,7 @@ class LinkExpired(LinkEvent):
 @dataclass(frozen=True)
 class LinkStored(LinkEvent):
     ev: ClassVar[str] = "link.store"
-    op: str  # load | save | delete
+    op: str  # load | find | save | delete
     durability: int | None
     ok: bool
     error: str | None = None

@@ -4,16 +4,24 @@ Longer than 400 lines because every operation runs in the same turn on the same 
 (one lock, one record), which reads best in one place.
 
 Link.attach decides one mode (checked in this order):
-  reject     recover with nothing stored (amqp:not-found), or the store write failed
-             (amqp:internal-error); owner, terminus and stored record stay as they were
+  reject     recover with nothing stored (amqp:not-found), or the store could not be read
+             or written (amqp:internal-error); owner, terminus and stored record stay as
+             the store has them
   steal      attached on another connection: that owner is detached with amqp:link:stolen
-             and told through the on_stolen it gave at attach
+             and told through the on_stolen it gave at attach (an owner of another
+             holder's registry: when that registry next looks, see refresh)
   recover    null local terminus: the stored one is used
-  establish  nothing stored
+  establish  nothing stored, or the peer kept no state of the link (an MQTT broker that
+             lost the session): nothing is resumed, what was unsettled is sent again as
+             new deliveries (see restart_deliveries)
   resume     stored terminus, and the attach carried an unsettled map or deliveries are
              unsettled here: reconciled per delivery tag (see reconcile)
   reattach   stored terminus, no unsettled state
 A steal or recover can resume too: the outcome's recovered/resumed flags say so.
+
+Registries of other holders (processes) may share the store: attach, detach, purge and
+refresh first bring the link up to its record in the store (``_sync``), so the connection
+the record names is the owner wherever it was attached.
 
 Locking, and why it cannot deadlock: see the package doc.
 """
@@ -61,7 +69,7 @@ from .model import (
     validate_delivery_tag,
     validate_unsettled,
 )
-from .reconcile import reconcile
+from .reconcile import reconcile, restart_deliveries
 from .store import LinkStoreError, StoredLink
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -187,6 +195,8 @@ class Link:
         target: Terminus | None,
         unsettled: Mapping[str, str | None] | None = None,
         on_stolen: StolenCallback | None = None,
+        *,
+        peer_kept_state: bool = True,
     ) -> AttachOutcome:
         """Attach the link on a connection; see the module doc for the modes.
 
@@ -194,7 +204,10 @@ class Link:
         a sending link and the target of a receiving one; None there asks to recover the
         stored terminus. unsettled is the peer's unsettled map (None: the attach carried
         none). on_stolen is called with the LinkDetached event when another connection
-        steals the link from this one.
+        steals the link from this one: at once if it is a connection of this registry,
+        else at this registry's next refresh. peer_kept_state False:
+        the peer has no state of the link (an MQTT CONNACK with session present 0), so
+        the attach establishes it and carries no unsettled map.
         """
         connection_id = validate_connection_id(connection_id)
         for name, value in (("source", source), ("target", target)):
@@ -203,14 +216,21 @@ class Link:
         peer = None if unsettled is None else validate_unsettled(unsettled)
         if on_stolen is not None and not callable(on_stolen):
             raise LinkError("on_stolen", on_stolen, "expected a callable or None")
+        if not isinstance(peer_kept_state, bool):
+            raise LinkError("peer_kept_state", peer_kept_state, "expected a bool")
+        if not peer_kept_state and peer is not None:
+            raise LinkError("unsettled", unsettled, "a peer that kept no state has no unsettled map")
         local, remote = (source, target) if self.role == "sending" else (target, source)
         outcome = None
         with self._turn():
             if not self._removed:
-                outcome = self._attach_in_turn(connection_id, local, remote, peer, on_stolen)
+                outcome = self._attach_in_turn(
+                    connection_id, local, remote, peer, on_stolen, peer_kept_state
+                )
         if outcome is None:  # closed or purged meanwhile: the key lives on in a new Link
             return self._registry._link(self.key).attach(
-                connection_id, source, target, unsettled, on_stolen
+                connection_id, source, target, unsettled, on_stolen,
+                peer_kept_state=peer_kept_state,
             )
         self._registry._drain()
         return outcome
@@ -222,46 +242,55 @@ class Link:
         remote: Terminus | None,
         peer: dict[str, str | None] | None,
         on_stolen: StolenCallback | None,
+        peer_kept_state: bool,
     ) -> AttachOutcome:
         reg = self._registry
         now = reg._clock()
-        stored, owner = self._terminus, self._owner
+        events: list[LinkEvent] = []
 
-        def reject(condition: str, description: str, events: list[LinkEvent]) -> AttachOutcome:
+        def reject(condition: str, description: str) -> AttachOutcome:
             error = LinkErrorCondition(condition, description)
+            held = self._terminus
             events.append(LinkAttached(now, self.key, conn, REJECT,
-                                       None if stored is None else stored.durability, condition))
+                                       None if held is None else held.durability, condition))
             reg._enqueue(events)
-            return AttachOutcome(REJECT, self.key, conn, stored, error=error)
+            return AttachOutcome(REJECT, self.key, conn, held, error=error)
 
+        try:
+            self._sync(now, events)
+        except LinkStoreError as e:
+            return reject(ERR_INTERNAL, f"link store: {e}")
+        stored, owner = self._terminus, self._owner
         if local is None:
             if stored is None:
-                return reject(ERR_NOT_FOUND,
-                              f"no terminus to recover for link {self.link_name!r}", [])
+                return reject(ERR_NOT_FOUND, f"no terminus to recover for link {self.link_name!r}")
             terminus, recovered = stored, True
         else:
             terminus, recovered = reg._effective(local), False
-        resumed = stored is not None and (peer is not None or bool(self._unsettled))
-        resend, settled, peer_only, remaining = reconcile(
-            self.role, self._unsettled if stored is not None else {}, peer or {}
-        )
+        held = self._unsettled if stored is not None else {}
+        peer_only: tuple[str, ...] = ()
+        if peer_kept_state:
+            resumed = stored is not None and (peer is not None or bool(held))
+            resend, settled, peer_only, remaining = reconcile(self.role, held, peer or {})
+        else:
+            resumed = False
+            resend, settled, remaining = restart_deliveries(self.role, held)
         if owner is not None and owner != conn:
             mode: AttachMode = STEAL
         elif recovered:
             mode = RECOVER
-        elif stored is None:
+        elif stored is None or not peer_kept_state:
             mode = ESTABLISH
         elif resumed:
             mode = RESUME
         else:
             mode = REATTACH
 
-        events: list[LinkEvent] = []
-        record = self._record(terminus, remaining)
+        record = self._record(terminus, remaining, conn)
         try:
             self._write(record, now, events)
         except LinkStoreError as e:
-            return reject(ERR_INTERNAL, f"link store: {e}", events)
+            return reject(ERR_INTERNAL, f"link store: {e}")
 
         victim, victim_callback = owner, self._on_stolen
         with self._cond:
@@ -304,32 +333,47 @@ class Link:
             raise LinkError("error", error, "expected an error condition string or None")
         reg = self._registry
         with self._turn():
-            if self._removed or self._owner != connection_id:
-                return DetachOutcome(self.key, connection_id, False, closed)
             now = reg._clock()
             events: list[LinkEvent] = []
-            failure = None
-            if closed:
-                try:
-                    self._write(None, now, events)
-                except LinkStoreError as e:
-                    # The connection is gone either way: keep the link suspended, so a
-                    # later close can still delete the record.
-                    closed = False
-                    failure = LinkErrorCondition(ERR_INTERNAL, f"link store: {e}")
-            with self._cond:
-                self._owner = None
-                self._on_stolen = None
-                self._detached_since_ms = now
-                if closed:
-                    self._terminus = self._remote = None
-                    self._unsettled = {}
-                    self._removed = True
-            if closed:
-                reg._forget(self)
-            events.append(LinkDetached(now, self.key, connection_id, closed, error))
-            reg._enqueue(events)
+            try:
+                self._sync(now, events)
+            except LinkStoreError:
+                pass  # the failure is an event; the connection is gone either way
+            if self._removed or self._owner != connection_id:
+                reg._enqueue(events)
+                outcome = DetachOutcome(self.key, connection_id, False, closed)
+            else:
+                outcome = self._detach_in_turn(connection_id, closed, error, now, events)
         reg._drain()
+        return outcome
+
+    def _detach_in_turn(
+        self, connection_id: str, closed: bool, error: str | None, now: int, events: list[LinkEvent]
+    ) -> DetachOutcome:
+        reg = self._registry
+        failure = None
+        assert self._terminus is not None
+        try:
+            # Suspended: the record stays, naming no connection. Closed: it goes.
+            self._write(None if closed else self._record(self._terminus, self._unsettled, None),
+                        now, events)
+        except LinkStoreError as e:
+            # The connection is gone either way: keep the link suspended (in memory), so
+            # a later close can still delete the record.
+            closed = False
+            failure = LinkErrorCondition(ERR_INTERNAL, f"link store: {e}")
+        with self._cond:
+            self._owner = None
+            self._on_stolen = None
+            self._detached_since_ms = now
+            if closed:
+                self._terminus = self._remote = None
+                self._unsettled = {}
+                self._removed = True
+        if closed:
+            reg._forget(self)
+        events.append(LinkDetached(now, self.key, connection_id, closed, error))
+        reg._enqueue(events)
         return DetachOutcome(self.key, connection_id, True, closed, failure)
 
     def add_unsettled(self, tag: str, state: str | None = None) -> None:
@@ -349,7 +393,7 @@ class Link:
             with self._cond:
                 self._unsettled[tag] = state
                 if self._stored is not None:
-                    self._stored = self._record(self._terminus, self._unsettled)
+                    self._stored = self._record(self._terminus, self._unsettled, self._owner)
 
     def settle(self, tag: str) -> bool:
         """Settle a delivery; False when the link does not track that tag."""
@@ -365,12 +409,15 @@ class Link:
             with self._cond:
                 del self._unsettled[tag]
                 if self._stored is not None:
-                    self._stored = self._record(self._terminus, self._unsettled)
+                    self._stored = self._record(self._terminus, self._unsettled, self._owner)
             return True
 
     # -- helpers (in a turn) ----------------------------------------------------------
-    def _record(self, terminus: Terminus, unsettled: Mapping[str, str | None]) -> StoredLink | None:
-        """What the store should hold for this terminus, per its durability."""
+    def _record(
+        self, terminus: Terminus, unsettled: Mapping[str, str | None], owner: str | None
+    ) -> StoredLink | None:
+        """What the store should hold for this terminus, per its durability, attached on
+        owner (None: suspended)."""
         if terminus.durability == TerminusDurability.NONE:
             return None
         pairs = (
@@ -378,7 +425,46 @@ class Link:
             if terminus.durability == TerminusDurability.UNSETTLED_STATE
             else ()
         )
-        return StoredLink(self.role, self.remote_container_id, self.link_name, terminus, pairs)
+        holder = None if owner is None else self._registry.holder
+        return StoredLink(self.role, self.remote_container_id, self.link_name, terminus, pairs,
+                          owner, holder)
+
+    def _sync(self, now: int, events: list[LinkEvent]) -> None:
+        """Bring the link up to its record in the store, which a registry of another holder
+        sharing the store may have changed since this one last read or wrote it.
+
+        The connection the record names is the owner. A connection of this registry that
+        it no longer names lost the link meanwhile (stolen, or closed or expired by the
+        other holder): it is detached here, without its on_stolen (only refresh calls that:
+        here it may be the very connection attaching again). When reading the store
+        raises, memory is unchanged and the failure is an event."""
+        reg = self._registry
+        store = reg.store
+        if store is None or reg.max_durability == TerminusDurability.NONE:
+            return  # nothing is stored, so nothing is shared
+        try:
+            record = store.find(self.role, self.remote_container_id, self.link_name)
+        except LinkStoreError as e:
+            events.append(LinkStored(now, self.key, "find", None, False, str(e)))
+            raise
+        if record == self._stored:
+            return
+        owner = reg._live_owner(record, self._owner)
+        if self._owner is not None and owner != self._owner:
+            events.append(LinkDetached(now, self.key, self._owner, False,
+                                       None if owner is None else ERR_STOLEN, owner))
+        terminus = None if record is None else reg._effective(record.terminus)
+        with self._cond:
+            if owner != self._owner:
+                self._on_stolen = None
+                self._detached_since_ms = now if owner is None else None
+            self._owner = owner
+            self._terminus = terminus
+            if record is None:
+                self._unsettled = {}
+            elif terminus is not None and terminus.durability == TerminusDurability.UNSETTLED_STATE:
+                self._unsettled = dict(record.unsettled)
+            self._stored = record
 
     def _write(self, record: StoredLink | None, now: int, events: list[LinkEvent]) -> None:
         """Bring the store to record (None: nothing stored); store and memory are unchanged
@@ -400,15 +486,41 @@ class Link:
             self._stored = record
         events.append(LinkStored(now, self.key, op, durability, True))
 
+    def _refresh(self) -> None:
+        """Look in the store whether a connection of another holder took the link from the
+        connection of this registry that has it; if so, detach that connection here and
+        tell it through its on_stolen (its broker may not have closed it: amqtt 0.12 keeps
+        both). Read failures are events; the link stays as it was."""
+        reg = self._registry
+        with self._turn():
+            if self._removed or self._owner is None:
+                return
+            owner, callback = self._owner, self._on_stolen
+            events: list[LinkEvent] = []
+            try:
+                self._sync(reg._clock(), events)
+            except LinkStoreError:
+                pass
+            reg._enqueue(events)
+            if self._owner not in (owner, None) and callback is not None:
+                for event in events:
+                    if isinstance(event, LinkDetached) and event.connection_id == owner:
+                        reg._enqueue_call(callback, event)
+
     def _purge_if_expired(self, now_ms: int, timeout_ms: int) -> bool:
         reg = self._registry
         with self._turn():
-            since = self._detached_since_ms
-            if self._removed or self._owner is not None or since is None:
-                return False
-            if now_ms - since <= timeout_ms:
-                return False
             events: list[LinkEvent] = []
+            try:
+                self._sync(now_ms, events)
+            except LinkStoreError:
+                reg._enqueue(events)  # the failure is an event; the link stays
+                return False
+            since = self._detached_since_ms
+            if (self._removed or self._owner is not None or since is None
+                    or now_ms - since <= timeout_ms):
+                reg._enqueue(events)
+                return False
             try:
                 self._write(None, now_ms, events)
             except LinkStoreError:

@@ -37,3 +37,21 @@ def reconcile(
             remaining[tag] = state
     peer_only = tuple(sorted(t for t in peer if t not in local))
     return tuple(resend), tuple(settled), peer_only, remaining
+
+
+def restart_deliveries(
+    role: Role, local: Mapping[str, str | None]
+) -> tuple[tuple[Delivery, ...], tuple[str, ...], dict[str, str | None]]:
+    """The local unsettled map when the peer kept no state of the link (it lost its
+    terminus: the attach establishes the link anew, AMQP 1.0 2.6.13).
+
+    Returns (resend, settled, still unsettled). On a sending link nothing is resumed:
+    every unsettled delivery is sent again as a new one (not marked resumed, no state yet)
+    and stays unsettled until the receiver settles it. On a receiving link the sender
+    forgot them all and considers them settled, so they are settled here too (AMQP 1.0
+    3.4.4: the receiver must consider settled what the sender considers settled).
+    """
+    if role == "sending":
+        tags = sorted(local)
+        return tuple(Delivery(tag, None, resumed=False) for tag in tags), (), dict.fromkeys(tags)
+    return (), tuple(sorted(local)), {}

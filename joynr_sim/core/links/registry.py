@@ -1,5 +1,13 @@
 """The link registry: one Link per key, the termini it persists, the expiry of detached links,
-and the ordered delivery of its events."""
+and the ordered delivery of its events.
+
+A registry is the memory of one process; its store is what outlives the process. A
+restarted process opens a new registry over the same store (``reopen``) that knows only
+what the store kept, as much as the store's terminus durability allows. Registries of
+different processes (holders) may share one store: each link's record names the
+connection it is attached on, and a registry reads it before every attach, detach and
+purge of the link, so a link stays attached on one connection however many processes
+attach it (see ``joynr_sim.core.links.link``)."""
 
 from __future__ import annotations
 
@@ -22,7 +30,7 @@ from .model import (
     validate_container_id,
     validate_link_name,
 )
-from .store import LinkStore, LinkStoreError
+from .store import LinkStore, LinkStoreError, StoredLink
 
 log = logging.getLogger(__name__)
 
@@ -34,11 +42,14 @@ def wall_clock_ms() -> int:
 class LinkRegistry:
     """Ensures one Link per key and persists termini per their durability.
 
-    store: a LinkStore; the links it holds are loaded at once (suspended). Durability above
-    what the store supports (0 without a store) is lowered, as AMQP lets the attach's
-    receiver do. clock: epoch ms, thread-safe. detached_timeout_ms: links detached longer
-    than this are removed by purge_expired (None: never). link_name_validator: e.g.
-    validate_mqtt_client_id for links named by MQTT client ids.
+    store: a LinkStore; the links it holds are loaded at once, suspended unless their
+    record names a connection of another holder. Durability above what the store can keep
+    (its max_durability; 0 without a store) is lowered, as AMQP lets the attach's receiver
+    do. clock: epoch ms, thread-safe. detached_timeout_ms: links detached longer than this
+    are removed by purge_expired (None: never). link_name_validator: e.g.
+    validate_mqtt_client_id for links named by MQTT client ids. holder: the process this
+    registry belongs to, the same across its restarts and distinct for every process that
+    shares the store (None: no other process shares it).
     """
 
     def __init__(
@@ -49,8 +60,10 @@ class LinkRegistry:
         container_id: str = "joynr-sim",
         link_name_validator: Callable[[object, str], str] = validate_link_name,
         listeners: tuple[Listener, ...] | list[Listener] = (),
+        holder: str | None = None,
     ) -> None:
         self.container_id = validate_container_id(container_id, "container_id")
+        self.holder = None if holder is None else validate_container_id(holder, "holder")
         if detached_timeout_ms is not None and (
             isinstance(detached_timeout_ms, bool)
             or not isinstance(detached_timeout_ms, int)
@@ -60,6 +73,10 @@ class LinkRegistry:
                             "expected a non-negative int or None")
         if not callable(clock):
             raise LinkError("clock", clock, "expected a callable returning epoch ms")
+        if store is not None:
+            advertised = getattr(store, "max_durability", None)
+            if isinstance(advertised, bool) or advertised not in (0, 1, 2):
+                raise LinkError("store.max_durability", advertised, "expected 0, 1 or 2")
         self.store = store
         self.detached_timeout_ms = detached_timeout_ms
         self._clock = clock
@@ -75,7 +92,21 @@ class LinkRegistry:
 
     @property
     def max_durability(self) -> int:
+        """The highest terminus durability this registry grants: what its store can keep."""
         return 0 if self.store is None else int(self.store.max_durability)
+
+    def reopen(self, holder: str | None = None) -> LinkRegistry:
+        """The registry a (re)started process opens: the same store and settings, and
+        nothing of this object's memory (links, owners, listeners) but what the store
+        kept. holder: the process it belongs to (default: this registry's)."""
+        return LinkRegistry(
+            store=self.store,
+            clock=self._clock,
+            detached_timeout_ms=self.detached_timeout_ms,
+            container_id=self.container_id,
+            link_name_validator=self._validate_link_name,
+            holder=self.holder if holder is None else holder,
+        )
 
     # -- public API -------------------------------------------------------------------
     def get_sending_link(self, remote_container_id: str, link_name: str) -> Link:
@@ -114,6 +145,15 @@ class LinkRegistry:
         self._drain()
         return purged
 
+    def refresh(self) -> None:
+        """Bring every link attached here up to the store: a link that a registry of another
+        holder attached meanwhile is detached from this registry's connection, which is told
+        through its on_stolen. (Attach, detach and purge read the store anyway; this is for
+        a connection that would otherwise not learn of the steal until it next attaches.)"""
+        for link in self.links():
+            link._refresh()
+        self._drain()
+
     def add_listener(self, listener: Listener) -> None:
         with self._events_lock:
             self._listeners.append(listener)
@@ -146,6 +186,17 @@ class LinkRegistry:
             return terminus
         return terminus.with_durability(self.max_durability)
 
+    def _live_owner(self, record: StoredLink | None, known: str | None) -> str | None:
+        """The connection a stored record says its link is attached on; None when it names
+        none, or names a connection of this registry's own holder that this registry does
+        not know (``known`` is the owner it knows): one its previous process had, gone with
+        that process, as a broker drops the connections of a process that died."""
+        if record is None or record.owner is None:
+            return None
+        if record.holder == self.holder and record.owner != known:
+            return None
+        return record.owner
+
     def _store_call(self, method: str, *args: Any) -> None:
         assert self.store is not None
         getattr(self.store, method)(*args)
@@ -169,7 +220,9 @@ class LinkRegistry:
             link._terminus = terminus
             if terminus.durability == TerminusDurability.UNSETTLED_STATE:
                 link._unsettled = dict(record.unsettled)
-            link._stored = link._record(terminus, link._unsettled)
+            link._owner = self._live_owner(record, None)
+            link._detached_since_ms = None if link._owner is not None else now
+            link._stored = record
         self._enqueue([LinkStored(now, None, "load", None, True, None, len(records))])
         self._drain()
 

@@ -2,7 +2,14 @@
 
 The layout: {"version", "sendingLinks": {remote: {name: {"source": {...}}}},
 "receivingLinks": {remote: {name: {"target": {...}}}}}; version 2 adds "durability" to
-the terminus and "unsettled": {tag: state} next to it.
+the terminus and "unsettled": {tag: state} next to it; version 3 adds "owner" next to it,
+{"connection", "holder"} or null.
+
+The seed: "a JSON VirtualHost might be able to persist the configuration but not the
+settled state" (rewriting the whole file per delivery cannot keep up with "high frequency
+& low latency update of unsettled state"). So this store keeps terminus durability 1 at
+most: termini, no unsettled deliveries; a version 2 file's unsettled maps are dropped when
+it is upgraded. One process uses a file at a time: the records live in its memory.
 """
 
 from __future__ import annotations
@@ -19,7 +26,6 @@ from .records import (
     CURRENT_VERSION,
     RecordKey,
     StoreVersionError,
-    UnsettledInRecords,
     persistable,
     refuse_newer,
 )
@@ -57,7 +63,18 @@ def _json_v1_to_v2(doc: dict[str, Any]) -> dict[str, Any]:
     return doc
 
 
-_JSON_MIGRATIONS = {1: _json_v1_to_v2}
+def _json_v2_to_v3(doc: dict[str, Any]) -> dict[str, Any]:
+    """v2 did not record the connection a link is attached on: every link is suspended."""
+    doc = copy.deepcopy(doc)
+    for section, _ in _SECTIONS.values():
+        for links in doc.get(section, {}).values():
+            for entry in links.values():
+                entry["owner"] = None
+    doc["version"] = "3.0"
+    return doc
+
+
+_JSON_MIGRATIONS = {1: _json_v1_to_v2, 2: _json_v2_to_v3}
 
 
 def _terminus_to_json(t: Terminus) -> dict[str, Any]:
@@ -74,11 +91,24 @@ def _terminus_from_json(where: str, value: object) -> Terminus:
         raise LinkStoreError(f"{where}: {e}") from e
 
 
-class JsonLinkStore(UnsettledInRecords):
-    """The seed's JSON layout in one file, replaced atomically on every write (temp file,
-    fsync, os.replace, fsync of the directory)."""
+def _owner_from_json(where: str, value: object) -> tuple[str | None, str | None]:
+    if value is None:
+        return None, None
+    if not isinstance(value, dict):
+        raise LinkStoreError(f"{where}: expected {{\"connection\", \"holder\"}} or null, got {value!r}")
+    connection, holder = value.get("connection"), value.get("holder")
+    if not isinstance(connection, str) or not connection:
+        raise LinkStoreError(f"{where}.connection: expected a connection id, got {connection!r}")
+    if holder is not None and (not isinstance(holder, str) or not holder):
+        raise LinkStoreError(f"{where}.holder: expected a holder or null, got {holder!r}")
+    return connection, holder
 
-    max_durability = 2
+
+class JsonLinkStore:
+    """The seed's JSON layout in one file, replaced atomically on every write (temp file,
+    fsync, os.replace, fsync of the directory). Keeps configuration only (durability 1)."""
+
+    max_durability = 1
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
@@ -117,12 +147,13 @@ class JsonLinkStore(UnsettledInRecords):
                     where = f"{self.path}: {section}[{remote!r}][{name!r}]"
                     terminus = _terminus_from_json(f"{where}.{terminus_field}",
                                                    entry.get(terminus_field))
-                    unsettled = entry.get("unsettled", {})
-                    if not isinstance(unsettled, dict):
-                        raise LinkStoreError(f"{where}.unsettled: expected an object")
-                    records[(role, remote, name)] = StoredLink(
-                        role, remote, name, terminus, tuple(sorted(unsettled.items()))
+                    owner, holder = _owner_from_json(f"{where}.owner", entry.get("owner"))
+                    kept = persistable(
+                        StoredLink(role, remote, name, terminus, (), owner, holder),
+                        self.max_durability,
                     )
+                    if kept is not None:
+                        records[(role, remote, name)] = kept
         return records
 
     def _document(self, records: dict[RecordKey, StoredLink]) -> dict[str, Any]:
@@ -131,8 +162,9 @@ class JsonLinkStore(UnsettledInRecords):
             doc[section] = {}
         for (role, remote, name), record in sorted(records.items()):
             section, terminus_field = _SECTIONS[role]  # type: ignore[index]
-            entry: dict[str, Any] = {terminus_field: _terminus_to_json(record.terminus)}
-            entry["unsettled"] = dict(record.unsettled)
+            owner = None if record.owner is None else {
+                "connection": record.owner, "holder": record.holder}
+            entry: dict[str, Any] = {terminus_field: _terminus_to_json(record.terminus), "owner": owner}
             doc[section].setdefault(remote, {})[name] = entry
         return doc
 
@@ -174,8 +206,12 @@ class JsonLinkStore(UnsettledInRecords):
         with self._lock:
             return list(self._records.values())
 
+    def find(self, role: Role, remote_container_id: str, link_name: str) -> StoredLink | None:
+        with self._lock:
+            return self._records.get((role, remote_container_id, link_name))
+
     def save(self, record: StoredLink) -> None:
-        kept = persistable(record)
+        kept = persistable(record, self.max_durability)
         key = (record.role, record.remote_container_id, record.link_name)
         with self._lock:
             records = dict(self._records)
@@ -192,8 +228,14 @@ class JsonLinkStore(UnsettledInRecords):
             if records.pop((role, remote_container_id, link_name), None) is not None:
                 self._commit(records)
 
-    def _keep(self, key: RecordKey, record: StoredLink) -> None:
-        self._commit({**self._records, key: record})
+    # No record is kept at durability 2, so there are no unsettled deliveries to keep.
+    def put_unsettled(self, role: Role, remote_container_id: str, link_name: str,
+                      tag: str, state: str | None) -> None:
+        pass
+
+    def remove_unsettled(self, role: Role, remote_container_id: str, link_name: str,
+                         tag: str) -> None:
+        pass
 
     def close(self) -> None:
         pass

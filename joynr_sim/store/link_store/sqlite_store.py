@@ -37,7 +37,13 @@ CREATE TABLE unsettled (
 );
 """
 
-_SQLITE_MIGRATIONS = {1: _SQLITE_V1_TO_V2}
+# v2 did not record the connection a link is attached on: every link is suspended.
+_SQLITE_V2_TO_V3 = """
+ALTER TABLE links ADD COLUMN owner TEXT;
+ALTER TABLE links ADD COLUMN holder TEXT;
+"""
+
+_SQLITE_MIGRATIONS = {1: _SQLITE_V1_TO_V2, 2: _SQLITE_V2_TO_V3}
 
 
 def _sql_statements(script: str) -> list[str]:
@@ -46,7 +52,9 @@ def _sql_statements(script: str) -> list[str]:
 
 class SqliteLinkStore:
     """Links in an SQLite file: a links table, an unsettled table (one row per delivery,
-    so an update is one row, not the whole store) and a schema_version table."""
+    so an update is one row, not the whole store) and a schema_version table. Keeps all
+    three durabilities. Every read and write is a transaction of its own, so registries
+    of several processes can share the file."""
 
     max_durability = 2
 
@@ -122,36 +130,54 @@ class SqliteLinkStore:
         except sqlite3.Error as e:
             raise LinkStoreError(f"{self.path}: link store write failed: {e}") from e
 
+    _LINK_COLUMNS = "role, remote_container_id, link_name, address, properties, durability, owner, holder"
+
     def load(self) -> list[StoredLink]:
+        return self._read("", ())
+
+    def find(self, role: Role, remote_container_id: str, link_name: str) -> StoredLink | None:
+        key = (role, remote_container_id, link_name)
+        found = self._read("WHERE role = ? AND remote_container_id = ? AND link_name = ?", key)
+        return found[0] if found else None
+
+    def _read(self, where: str, args: tuple[str, ...]) -> list[StoredLink]:
+        """The links the where clause selects, with their unsettled deliveries: one snapshot."""
         with self._lock:
             try:
-                links = self._db.execute(
-                    "SELECT role, remote_container_id, link_name, address, properties, "
-                    "durability FROM links ORDER BY role, remote_container_id, link_name"
-                ).fetchall()
-                unsettled: dict[RecordKey, list[tuple[str, str | None]]] = {}
-                for role, remote, name, tag, state in self._db.execute(
-                    "SELECT role, remote_container_id, link_name, tag, state FROM unsettled "
-                    "ORDER BY tag"
-                ):
-                    unsettled.setdefault((role, remote, name), []).append((tag, state))
+                self._db.execute("BEGIN")
+                try:
+                    links = self._db.execute(
+                        f"SELECT {self._LINK_COLUMNS} FROM links {where} "
+                        "ORDER BY role, remote_container_id, link_name", args
+                    ).fetchall()
+                    unsettled: dict[RecordKey, list[tuple[str, str | None]]] = {}
+                    for role, remote, name, tag, state in self._db.execute(
+                        f"SELECT role, remote_container_id, link_name, tag, state FROM unsettled "
+                        f"{where} ORDER BY tag", args
+                    ):
+                        unsettled.setdefault((role, remote, name), []).append((tag, state))
+                finally:
+                    self._db.execute("COMMIT")
             except sqlite3.Error as e:
                 raise LinkStoreError(f"{self.path}: cannot read the link store: {e}") from e
         records = []
-        for role, remote, name, address, properties, durability in links:
-            where = f"{self.path}: links[{role!r}, {remote!r}, {name!r}]"
+        for role, remote, name, address, properties, durability, owner, holder in links:
+            where_ = f"{self.path}: links[{role!r}, {remote!r}, {name!r}]"
             if role not in ROLES:
-                raise LinkStoreError(f"{where}: role: expected one of {ROLES}, got {role!r}")
+                raise LinkStoreError(f"{where_}: role: expected one of {ROLES}, got {role!r}")
             try:
                 terminus = Terminus(address, durability, tuple(json.loads(properties).items()))
             except (ValueError, AttributeError) as e:
-                raise LinkStoreError(f"{where}: {e}") from e
-            pairs = unsettled.get((role, remote, name), []) if durability == 2 else []
-            records.append(StoredLink(role, remote, name, terminus, tuple(pairs)))
+                raise LinkStoreError(f"{where_}: {e}") from e
+            for field, value in (("owner", owner), ("holder", holder)):
+                if value is not None and (not isinstance(value, str) or not value):
+                    raise LinkStoreError(f"{where_}: {field}: expected text or NULL, got {value!r}")
+            pairs = tuple(unsettled.get((role, remote, name), ())) if durability == 2 else ()
+            records.append(StoredLink(role, remote, name, terminus, pairs, owner, holder))
         return records
 
     def save(self, record: StoredLink) -> None:
-        kept = persistable(record)
+        kept = persistable(record, self.max_durability)
         key = (record.role, record.remote_container_id, record.link_name)
         statements: list[str | tuple[str, tuple[Any, ...]]] = [
             ("DELETE FROM unsettled WHERE role = ? AND remote_container_id = ? "
@@ -163,11 +189,13 @@ class SqliteLinkStore:
         else:
             t = kept.terminus
             statements.append((
-                "INSERT INTO links (role, remote_container_id, link_name, address, properties, "
-                "durability) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT "
-                "(role, remote_container_id, link_name) DO UPDATE SET address = excluded.address, "
-                "properties = excluded.properties, durability = excluded.durability",
-                (*key, t.address, json.dumps(dict(t.properties)), t.durability),
+                f"INSERT INTO links ({self._LINK_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
+                "ON CONFLICT (role, remote_container_id, link_name) DO UPDATE SET "
+                "address = excluded.address, properties = excluded.properties, "
+                "durability = excluded.durability, owner = excluded.owner, "
+                "holder = excluded.holder",
+                (*key, t.address, json.dumps(dict(t.properties)), t.durability, kept.owner,
+                 kept.holder),
             ))
             statements.extend(
                 ("INSERT INTO unsettled (role, remote_container_id, link_name, tag, state) "
