@@ -47,12 +47,17 @@ def test_a_frame_has_one_fate_where_it_was_sent():
     own = {"ev": "msg.in", "msg": "0f8fad5b-d9cb-469f-a165-70867728950e", "via": "mqtt"}
     assert expected.fate("cc1", own) is None
     # The fuzz message routed on and arriving at another runtime is no fate of the frame.
-    assert expected.fate("cc2", {"ev": "msg.in", "msg": slots["id"], "via": "mqtt"}) is None
-    assert expected.fate("cc1", {"ev": "msg.in", "msg": slots["id"], "via": "mqtt"}) == "msg.in"
-    assert expected.fate("cc1", {"ev": "msg.in", "msg": slots["id"], "via": "mqtt"}) is None  # once
+    assert expected.fate("cc2", {"ev": "msg.in", "msg": slots["id"], "via": "mqtt", "hops": 0}) is None
+    # Routed back here with a higher hop count, it is not the frame either.
+    assert expected.fate("cc1", {"ev": "msg.in", "msg": slots["id"], "via": "mqtt", "hops": 2}) is None
+    assert expected.fate("cc1", {"ev": "msg.in", "msg": slots["id"], "via": "mqtt", "hops": 0}) == "msg.in"
+    assert expected.fate("cc1", {"ev": "msg.in", "msg": slots["id"], "via": "mqtt", "hops": 0}) is None  # once
     assert not expected.complete() and expected.missing() == {"cc1/ws": 1}
     assert expected.fate("cc1", {"ev": "msg.drop", "msg": None, "via": "ws", "reason": "decode-error"})
     assert expected.complete()
+    # A second drop where every frame has its fate is counted apart, not as a fate.
+    assert expected.fate("cc1", {"ev": "msg.drop", "msg": None, "via": "ws", "reason": "decode-error"}) is None
+    assert expected.surplus == 1 and expected.fates == expected.sent
 
 
 def test_a_valid_frame_decodes():

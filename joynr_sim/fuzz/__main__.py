@@ -53,6 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     console.print(table)
     args.json.write_text(json.dumps(report.as_dict(), indent=2) + "\n")
     console.print(f"report: {args.json}")
+    # Every frame has its fate (a batch waits for that) and nothing crashed.
     return 1 if report.crashes or report.fates != report.sent else 0
 
 
