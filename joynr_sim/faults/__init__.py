@@ -1,0 +1,7 @@
+"""Faults on the links between runtimes: a TCP proxy on loopback per link (``proxy``) and
+the simulation's API over them, ``sim.faults`` (``links``)."""
+
+from .links import MAX_DELAY_MS, TRACE_RUNTIME_ID, Faults, ProxiedBrokers
+from .proxy import FAULTS, FaultProxy
+
+__all__ = ["FAULTS", "MAX_DELAY_MS", "TRACE_RUNTIME_ID", "FaultProxy", "Faults", "ProxiedBrokers"]
