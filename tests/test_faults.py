@@ -9,6 +9,7 @@ come; every positive check waits for what must come, with a bound only against h
 from __future__ import annotations
 
 import asyncio
+import socket
 from pathlib import Path
 
 import jsonschema
@@ -105,6 +106,17 @@ async def test_bytes_pass_both_ways_intact_and_in_order(upstream):
     server[1].write(b"last")
     server[1].close()
     assert await asyncio.wait_for(client[0].read(), BOUND_S) == b"last"
+    await proxy.close()
+
+
+async def test_both_sockets_of_a_connection_send_small_frames_without_waiting(upstream):
+    """TCP_NODELAY on both of the proxy's sockets: otherwise every small MQTT or WebSocket
+    frame behind another waits for the peer's delayed ACK."""
+    proxy = await proxy_for(upstream)
+    await connect(proxy, upstream)
+    (pair,) = proxy._pairs
+    for end in (pair.down, pair.up):
+        assert end.transport.get_extra_info("socket").getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
     await proxy.close()
 
 

@@ -2,6 +2,7 @@
 the simulation's API over them, ``sim.faults`` (``links``)."""
 
 from .links import MAX_DELAY_MS, TRACE_RUNTIME_ID, Faults, ProxiedBrokers
-from .proxy import FAULTS, FaultProxy
+from .pipe import FAULTS
+from .proxy import FaultProxy
 
 __all__ = ["FAULTS", "MAX_DELAY_MS", "TRACE_RUNTIME_ID", "FaultProxy", "Faults", "ProxiedBrokers"]

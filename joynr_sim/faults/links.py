@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from ..trace import TraceWriter
-from .proxy import BLACKHOLE, DELAY, PARTITION, FaultProxy
+from .pipe import BLACKHOLE, DELAY, PARTITION
+from .proxy import FaultProxy
 
 TRACE_RUNTIME_ID = "faults"
 MAX_DELAY_MS = 600_000  # ten minutes: longer than any TTL a scenario sets
