@@ -52,6 +52,7 @@ class _End(asyncio.Protocol):
     def __init__(self, pair: Pair) -> None:
         self.pair = pair
         self.transport: asyncio.Transport | None = None
+        self.at_eof = False  # the peer closed its side: nothing more to read
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
@@ -68,6 +69,7 @@ class _End(asyncio.Protocol):
         self.pair.flow_from(self).put(data)
 
     def eof_received(self) -> bool:
+        self.at_eof = True
         self.pair.flow_from(self).put(_EOF)
         return True  # the other direction may still carry bytes: a half-close passes as one
 
@@ -84,7 +86,8 @@ class _End(asyncio.Protocol):
 
     def set_reading(self, reading: bool) -> None:
         t = self.transport
-        if t is None or t.is_closing() or t.is_reading() == reading:
+        # (resume_reading after the end of stream would read it, and pass it, again)
+        if t is None or t.is_closing() or self.at_eof or t.is_reading() == reading:
             return
         if reading:
             t.resume_reading()
@@ -242,9 +245,9 @@ class Pair:
             self.close()
 
     def lost(self, end: _End, exc: Exception | None) -> None:
-        """A socket went without this pair closing it: a peer's end of stream arrives as
-        ``eof_received``, so this is an error, and it passes as a reset, at once (TCP
-        discards what was queued behind an RST)."""
+        """A socket went that this pair did not close (a peer's end of stream comes as
+        ``eof_received``). After an error (a reset, a failed write) the other side is reset
+        at once: TCP discards what was queued behind an RST."""
         if self.dead:
             return
         if exc is None:
