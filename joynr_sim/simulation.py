@@ -6,8 +6,13 @@
 
 Every runtime it starts writes its trace under ``<run_dir>/trace/``; the broker set traces
 as runtime ``brokers``. Every backend gets a GCD instance (runtime ``gcd-<gbid>``), all on
-one store. Closing stops every runtime gracefully, then the brokers. A run directory it
-creates is readable by its owner only: it holds the brokers' password.
+one store. Closing heals every link, stops every runtime gracefully, then the brokers. A run
+directory it creates is readable by its owner only: it holds the brokers' password.
+
+With ``faults=True`` (the default) every link goes through its own fault proxy on loopback
+(``joynr_sim.faults``): each MQTT connection of a cluster controller or GCD instance, and
+each libjoynr runtime's WebSocket to its cluster controller. ``sim.faults`` partitions,
+blackholes, delays and heals them; the faults trace as runtime ``faults``.
 """
 
 from __future__ import annotations
@@ -22,12 +27,13 @@ from typing import Any
 from brokers import BrokerSet
 
 from .clock import SimClock
-from .core.address import Address
+from .core.address import Address, WebSocketAddress
 from .core.links import LinkRegistry
+from .faults import TRACE_RUNTIME_ID, Faults, ProxiedBrokers
 from .runtime.base import Runtime
 from .runtime.cluster_controller import ClusterController
 from .runtime.discovery import GCD_TOPIC
-from .runtime.gcd_service import GcdService
+from .runtime.gcd_service import GcdService, gcd_runtime_id
 from .runtime.libjoynr import LibjoynrRuntime
 from .runtime.sessions import open_link_registry
 from .trace import TraceWriter
@@ -47,6 +53,7 @@ class Simulation:
         gcd_store: str | None = None,
         seed: int | None = None,
         gcd_last_seen_timeout_ms: int | None = None,
+        faults: bool = True,
     ) -> None:
         self.run_dir = Path(run_dir)
         self.gcd_last_seen_timeout_ms = gcd_last_seen_timeout_ms
@@ -68,6 +75,12 @@ class Simulation:
         self.gcd_store = gcd_store or str(self.run_dir / "gcd.sqlite")
         self.gcds: dict[str, GcdService] = {}
         self._link_registries: dict[str, LinkRegistry] = {}
+        if not isinstance(faults, bool):
+            raise ValueError(f"faults: expected true or false, got {faults!r}")
+        self.faults = Faults(
+            lambda: TraceWriter(self.run_dir, self.run_id, TRACE_RUNTIME_ID, "runner", self.clock),
+            enabled=faults, seed=seed,
+        )
 
     async def __aenter__(self) -> Simulation:
         await self.start()
@@ -77,8 +90,9 @@ class Simulation:
         """Brokers first, then a GCD instance per backend."""
         await self.brokers.start()
         for gbid in self.gbids:
+            brokers = await self._mqtt_links(gcd_runtime_id(gbid), "gcd", [gbid])
             gcd = GcdService(
-                gbid, self.gbids, self.brokers, store_url=self.gcd_store,
+                gbid, self.gbids, brokers, store_url=self.gcd_store,
                 link_registry=self.link_registry(GCD_TOPIC),
                 last_seen_timeout_ms=self.gcd_last_seen_timeout_ms, **self._common(),
             )
@@ -110,9 +124,28 @@ class Simulation:
         return self._link_registries[cc_id]
 
     def _adopt(self, runtime: Runtime) -> None:
-        if runtime.runtime_id in self.runtimes:
-            raise ValueError(f"runtime_id: {runtime.runtime_id!r} exists already in this simulation")
+        self._check_new(runtime.runtime_id)
         self.runtimes[runtime.runtime_id] = runtime
+
+    def _check_new(self, runtime_id: str) -> None:
+        if runtime_id == TRACE_RUNTIME_ID:
+            raise ValueError(f"runtime_id: {runtime_id!r} is reserved for the faults' trace")
+        if runtime_id in self.runtimes:
+            raise ValueError(f"runtime_id: {runtime_id!r} exists already in this simulation")
+
+    async def _mqtt_links(self, runtime_id: str, kind: str, gbids: list[str]) -> Any:
+        """The broker directory a runtime connects through: its own proxy per GBID, or,
+        without faults, the broker set itself."""
+        self._check_new(runtime_id)
+        for gbid in gbids:
+            if gbid not in self.gbids:
+                raise ValueError(f"gbids: {gbid!r} is not one of this simulation's GBIDs {self.gbids}")
+        if len(set(gbids)) != len(gbids):
+            raise ValueError(f"gbids: repeated GBID in {gbids!r}")
+        if not self.faults.enabled:
+            return self.brokers
+        proxies = await self.faults.mqtt_links(runtime_id, kind, gbids, self.brokers.endpoint)
+        return ProxiedBrokers(self.brokers, proxies)
 
     async def cluster_controller(
         self,
@@ -124,12 +157,18 @@ class Simulation:
         start: bool = True,
         **kwargs: Any,
     ) -> ClusterController:
-        cc = ClusterController(
-            cc_id, gbids or self.gbids, self.brokers, runtime_id=runtime_id,
-            provisioned=provisioned,
-            link_registry=self.link_registry(cc_id, kwargs.pop("detached_timeout_ms", None)),
-            **self._common(), **kwargs,
-        )
+        gbids = list(gbids or self.gbids)
+        brokers = await self._mqtt_links(runtime_id or cc_id, "cluster-controller", gbids)
+        try:
+            cc = ClusterController(
+                cc_id, gbids, brokers, runtime_id=runtime_id,
+                provisioned=provisioned,
+                link_registry=self.link_registry(cc_id, kwargs.pop("detached_timeout_ms", None)),
+                **self._common(), **kwargs,
+            )
+        except BaseException:
+            await self.faults.forget(runtime_id or cc_id)
+            raise
         self._adopt(cc)
         if start:
             await cc.start()
@@ -140,9 +179,19 @@ class Simulation:
     ) -> LibjoynrRuntime:
         if not cc.running:
             raise ValueError(f"cc: cluster controller {cc.runtime_id!r} must run before its libjoynr runtimes")
-        runtime = LibjoynrRuntime(
-            runtime_id, cc.cc_id, cc.ws_address, token=cc.admit(runtime_id), **self._common(), **kwargs
-        )
+        self._check_new(runtime_id)
+        cc_address = cc.ws_address
+        if self.faults.enabled:
+            # Asked at every connection: a cluster controller listens again where it did.
+            proxy = await self.faults.websocket_link(runtime_id, lambda: (cc_address.host, cc.ws_port))
+            cc_address = WebSocketAddress("WS", proxy.address[0], proxy.address[1], "/")
+        try:
+            runtime = LibjoynrRuntime(
+                runtime_id, cc.cc_id, cc_address, token=cc.admit(runtime_id), **self._common(), **kwargs
+            )
+        except BaseException:
+            await self.faults.forget(runtime_id)
+            raise
         self._adopt(runtime)
         if start:
             await runtime.start()
@@ -163,12 +212,15 @@ class Simulation:
             except BaseException as exc:  # also on cancellation: nothing may be left running
                 errors.append(exc)
 
+        # A run ends on a healed network: its graceful stops are not the scenario's faults.
+        await attempt(self.faults.heal_all)
         # libjoynr runtimes first, so they can still unregister through their cluster
         # controller, and the GCD instances last, so cluster controllers can unregister there.
         order = {"libjoynr": 0, "cluster-controller": 1, "gcd": 2}
         for runtime in sorted(self.runtimes.values(), key=lambda r: order.get(r.kind, 0)):
             await attempt(runtime.stop)
             await attempt(runtime.close)
+        await attempt(self.faults.close)
         await attempt(self.brokers.stop)
         for registry in self._link_registries.values():
             if registry.store is not None:
