@@ -45,7 +45,7 @@ async def test_provider_in_both_backends_is_found_through_the_reachable_one(tmp_
             entry = cc.table.lookup("lc-provider")
             assert entry.address == MqttAddress(gbids[0], "ccp") and entry.is_globally_visible
             # The libjoynr runtime reaches it through its cluster controller.
-            assert app.table.lookup("lc-provider").address == cc.ws_address
+            assert app.table.lookup("lc-provider").address == app.cc_address
 
     lookups = events(tmp_path, "gcd.lookup", op="lookup_domains")
     assert {e["rt"]: e["result"] for e in lookups} == {

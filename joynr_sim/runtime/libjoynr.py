@@ -99,7 +99,7 @@ class LibjoynrRuntime(Runtime):
             try:
                 await self.ws.start()
                 break
-            except OSError:
+            except OSError:  # refused, or the peer went mid-handshake (see WebSocketClient.start)
                 await asyncio.sleep(RECONNECT_INTERVAL_S)
                 self.purge()  # what waits for the connection may expire meanwhile
         self.carry_out(self.router.connection_restored())

@@ -22,7 +22,7 @@ from collections.abc import Awaitable, Callable
 
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.asyncio.server import Server, ServerConnection, serve
-from websockets.exceptions import ConnectionClosed
+from websockets.exceptions import ConnectionClosed, InvalidHandshake
 
 from ..core.address import AddressError, WebSocketClientAddress, from_json, to_dict
 from ..core.limits import InvalidField, check_id, preview
@@ -145,7 +145,11 @@ class WebSocketClient:
         self._reader: asyncio.Task | None = None
 
     async def start(self) -> None:
-        self._ws = await connect(self.url, max_size=MAX_WEBSOCKET_FRAME_BYTES)
+        try:
+            self._ws = await connect(self.url, max_size=MAX_WEBSOCKET_FRAME_BYTES)
+        except InvalidHandshake as exc:
+            # A peer that went away mid-handshake is a connection that failed, like a refusal.
+            raise ConnectionError(f"WebSocket handshake with {self.url} failed: {exc}") from None
         hello = to_dict(WebSocketClientAddress(self.client_id))
         if self.token is not None:
             hello["token"] = self.token
