@@ -115,8 +115,9 @@ class Simulation:
         )
 
     def link_registry(self, cc_id: str, detached_timeout_ms: int | None = None) -> LinkRegistry:
-        """The broker sessions of a CC id: one registry, shared by every runtime started
-        with that id (as if its persistence file had been copied)."""
+        """The broker sessions of a CC id: one link store, shared by every runtime started
+        with that id (as if its persistence file had been copied); each runtime opens its
+        own registry over it at every start, as a restarted process would."""
         if cc_id not in self._link_registries:
             self._link_registries[cc_id] = open_link_registry(
                 self.run_dir / "state", cc_id, self.clock.now_ms, detached_timeout_ms
