@@ -6,9 +6,6 @@ PostgreSQL stores behave the same.
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -559,18 +556,6 @@ def test_constructor_rejects_bad_configuration(store, clock):
 def test_a_store_is_required(store, clock):
     with pytest.raises(TypeError, match="store"):
         GlobalCapabilitiesDirectory(store, own_gbid="GBID1", known_gbids=KNOWN, clock=clock)
-
-
-def test_importing_the_gcd_logic_loads_no_database_and_no_io():
-    # A fresh interpreter: this one has loaded everything the other tests needed.
-    script = (
-        "import sys, joynr_sim.core.gcd, joynr_sim.core.gcd_store\n"
-        "print(sorted(m for m in sys.modules if m in ('sqlite3', 'psycopg', 'asyncio', 'socket')"
-        " or m.startswith('joynr_sim.') and not m.startswith('joynr_sim.core')))"
-    )
-    out = subprocess.run([sys.executable, "-c", script], check=True, capture_output=True,
-                         text=True).stdout
-    assert out.strip() == "[]"
 
 
 # -- properties (a fresh in-memory store per example) ---------------------------------------

@@ -3,8 +3,6 @@ events, and concurrent steals."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import threading
 
 import pytest
@@ -905,13 +903,3 @@ TestOwnership.settings = settings(max_examples=150, stateful_step_count=40, dead
                                   suppress_health_check=[HealthCheck.too_slow])
 
 
-def test_importing_the_link_registry_loads_no_io_and_nothing_outside_the_core():
-    # A fresh interpreter: this one has loaded everything the other tests needed.
-    script = (
-        "import sys, joynr_sim.core.links\n"
-        "print(sorted(m for m in sys.modules if m in ('sqlite3', 'psycopg', 'asyncio', 'socket')"
-        " or m.startswith('joynr_sim.') and not m.startswith('joynr_sim.core')))"
-    )
-    out = subprocess.run([sys.executable, "-c", script], check=True, capture_output=True,
-                         text=True).stdout
-    assert out.strip() == "[]"
