@@ -10,6 +10,8 @@
     Reject     answer a refused request with an error reply, so its caller knows at once
     LearnRoute a reply-to route was offered to the routing table (the table's decision is
                traced by its own listener)
+    Subscribe  subscribe to an MQTT topic (filter) on a backend: a multicast's receivers
+    Unsubscribe  the last receiver of that multicast went
 """
 
 from __future__ import annotations
@@ -84,7 +86,19 @@ class LearnRoute:
     outcome: str
 
 
-Action = Received | Send | Deliver | Queue | Resolve | Drop | Reject | LearnRoute
+@dataclass(frozen=True)
+class Subscribe:
+    gbid: str
+    topic: str
+
+
+@dataclass(frozen=True)
+class Unsubscribe:
+    gbid: str
+    topic: str
+
+
+Action = Received | Send | Deliver | Queue | Resolve | Drop | Reject | LearnRoute | Subscribe | Unsubscribe
 
 def via_of(address: Address) -> str:
     """The transport an address is reached over, as the trace names it."""

@@ -13,7 +13,6 @@ It never touches a socket, a clock of its own or an event loop: ``clock`` is a c
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
@@ -38,8 +37,10 @@ from .address import (
     WebSocketClientAddress,
 )
 from .limits import DEFAULT_LIMITS, WireLimits
+from .memory import BoundedMemory
 from .message import (
     BROADCAST_SUBSCRIPTION_REQUEST,
+    MULTICAST,
     MULTICAST_SUBSCRIPTION_REQUEST,
     ONE_WAY,
     REQUEST,
@@ -48,6 +49,7 @@ from .message import (
     MessageDecodeError,
     decode,
 )
+from .multicast import MulticastRouting
 from .routing import RoutingEntry, RoutingTable
 from .waiting import WaitingMessages
 
@@ -71,23 +73,6 @@ CLIENT_DISCONNECT = ("keep", "remove")
 LOCAL_VIAS = frozenset({"inprocess", "ws"})
 
 
-class _Memory:
-    """A bounded set that forgets the oldest first."""
-
-    def __init__(self, size: int) -> None:
-        self._size = size
-        self._items: OrderedDict[Any, None] = OrderedDict()
-
-    def add(self, item: Any) -> bool:
-        """False when the item was remembered already."""
-        if item in self._items:
-            return False
-        self._items[item] = None
-        if len(self._items) > self._size:
-            self._items.popitem(last=False)
-        return True
-
-
 class MessageRouter:
     """What both kinds share: hop limit, expiry, queue until a route appears, delivery
     with duplicate detection, and the next-hop choice from the routing table."""
@@ -108,10 +93,11 @@ class MessageRouter:
         self.clock = clock
         self.max_hops = max_hops
         self.waiting = WaitingMessages(max_queued, max_queued_bytes)
-        self._delivered = _Memory(memory)
+        self._delivered = BoundedMemory(memory)
         self._resolving: set[str] = set()
         # Participants that serve only the runtime's own: joynr's internal providers.
         self.local_only: set[str] = set()
+        self.multicast: MulticastRouting  # each kind builds its own
 
     # -- events ----------------------------------------------------------------------
     def decode_frame(self, data: Any, via: str, gbid: str | None = None) -> JoynrMessage | Drop:
@@ -133,12 +119,16 @@ class MessageRouter:
             actions.append(Drop(msg, "hop-limit"))
             return actions
         actions.extend(self._learn(msg, via, gbid, source))
-        actions.extend(self.route(msg, via=via))
+        actions.extend(self.route(msg, via=via, source=source))
         return actions
 
-    def route(self, msg: JoynrMessage, gbid: str | None = None, via: str = "inprocess") -> list[Action]:
+    def route(
+        self, msg: JoynrMessage, gbid: str | None = None, via: str = "inprocess", source: str | None = None
+    ) -> list[Action]:
         """Route a message of a local participant, or one that arrived over ``via``:
         ``gbid`` picks the backend for a participant reachable in every backend (the GCD)."""
+        if msg.type == MULTICAST:
+            return self.multicast.route(msg, via, source)
         if msg.expiry_date_ms < self.clock():
             return [Drop(msg, "expired")]
         entry = self.table.lookup(msg.recipient, gbid)
@@ -238,9 +228,14 @@ class CcMessageRouter(MessageRouter):
         gbids: tuple[str, ...] | list[str],
         resolves: bool = True,
         on_client_disconnect: str = "keep",
+        republish_received_multicasts: bool = False,
         **kwargs: Any,
     ) -> None:
         super().__init__(table, clock, **kwargs)
+        self.multicast = MulticastRouting(
+            table, clock, kind="cc", gbids=tuple(gbids), republish_received=republish_received_multicasts,
+            limits=self.limits,
+        )
         if on_client_disconnect not in CLIENT_DISCONNECT:
             raise ValueError(
                 f"on_client_disconnect: expected one of {', '.join(CLIENT_DISCONNECT)}, got {on_client_disconnect!r}"
@@ -249,7 +244,7 @@ class CcMessageRouter(MessageRouter):
         self.own_topic = own_topic
         self.gbids = tuple(gbids)
         self.resolves = resolves
-        self._seen = _Memory(kwargs.get("memory", MEMORY))  # (id, hops) received over MQTT
+        self._seen = BoundedMemory(kwargs.get("memory", MEMORY))  # (id, hops) received over MQTT
 
     def receive(
         self, msg: JoynrMessage, via: str, gbid: str | None = None, source: str | None = None
@@ -321,16 +316,20 @@ class LibJoynrMessageRouter(MessageRouter):
         route_back_to_parent: bool = False, **kwargs: Any,
     ) -> None:
         super().__init__(table, clock, **kwargs)
+        self.multicast = MulticastRouting(table, clock, kind="libjoynr", parent=parent, limits=self.limits)
         self.parent = parent
         self.route_back_to_parent = route_back_to_parent
         self._held: list[JoynrMessage] = []
 
-    def route(self, msg: JoynrMessage, gbid: str | None = None, via: str = "inprocess") -> list[Action]:
-        if via == "ws" and not self.route_back_to_parent and msg.expiry_date_ms >= self.clock():
+    def route(
+        self, msg: JoynrMessage, gbid: str | None = None, via: str = "inprocess", source: str | None = None
+    ) -> list[Action]:
+        from_parent = via == "ws" and msg.type != MULTICAST  # a multicast has rules of its own
+        if from_parent and not self.route_back_to_parent and msg.expiry_date_ms >= self.clock():
             entry = self.table.lookup(msg.recipient)
             if entry is None or not isinstance(entry.address, InProcessAddress):
                 return self._enqueue(msg, via, ask=False)
-        return super().route(msg, gbid, via)
+        return super().route(msg, gbid, via, source)
 
     def send_failed(
         self, msg: JoynrMessage, address: Address, reason: str = "no-connection", detail: str | None = None
