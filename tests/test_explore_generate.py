@@ -1,0 +1,85 @@
+"""The explore generator and shrinker, without running anything."""
+
+from __future__ import annotations
+
+import random
+
+import yaml
+from hypothesis import given, settings
+
+from joynr_sim.explore.generate import Generator, StepKind, scenarios
+from joynr_sim.explore.shrink import consistent, shrink
+from joynr_sim.scenario.loader import parse_scenario
+
+
+def loads(doc: dict) -> bool:
+    parse_scenario(yaml.safe_dump(doc, sort_keys=False))  # raises ScenarioError with the step named
+    return True
+
+
+def test_the_same_seed_gives_the_same_scenario_and_another_seed_another() -> None:
+    gen = Generator()
+    assert gen.scenario(random.Random(7), "a") == gen.scenario(random.Random(7), "a")
+    assert gen.scenario(random.Random(7), "a") != gen.scenario(random.Random(8), "a")
+
+
+@settings(max_examples=150, deadline=None)
+@given(scenarios())
+def test_every_generated_scenario_loads(doc) -> None:
+    assert loads(doc)
+    assert 6 <= len(doc["steps"]) <= 24
+
+
+def test_generated_schedules_use_every_kind_of_step() -> None:
+    seen = set()
+    for seed in range(100):
+        for step in Generator().scenario(random.Random(seed), "s")["steps"]:
+            seen |= set(step)
+    assert seen >= {"register", "unregister", "proxy", "call", "one_way", "crash", "stop", "start",
+                    "restart", "crash_broker", "restart_broker", "advance"}
+
+
+def test_a_team_adds_its_own_step_kind() -> None:
+    mine = StepKind("mine", 50, lambda rng, w: {"advance": 1})
+    doc = Generator(extra_kinds=[mine]).scenario(random.Random(1), "s")
+    assert sum(step == {"advance": 1} for step in doc["steps"]) > len(doc["steps"]) // 3
+    assert loads(doc)
+
+
+def _conflict(doc: dict) -> bool:
+    """A stand-in for a checker: 'fails' when a fixed id was registered twice and then called."""
+    regs = [s["register"] for s in doc["steps"] if "register" in s and "participant_id" in s["register"]]
+    ids = [r["participant_id"] for r in regs]
+    called = any("call" in s for s in doc["steps"])
+    return called and any(ids.count(i) > 1 for i in ids)
+
+
+def test_a_failing_schedule_shrinks_to_what_matters_and_still_loads() -> None:
+    gen = Generator(min_steps=20, max_steps=24)
+    doc = next(d for d in (gen.scenario(random.Random(s), "s") for s in range(2000)) if _conflict(d))
+    tried = []
+
+    def still_fails(candidate: dict) -> bool:
+        tried.append(candidate)
+        return loads(candidate) and _conflict(candidate)
+
+    small, stats = shrink(doc, still_fails)
+    assert _conflict(small) and loads(small)
+    # two registers of one id, a proxy, a call: nothing else is needed
+    assert len(small["steps"]) <= 4, small["steps"]
+    assert len(small["runtimes"]) <= len(doc["runtimes"])
+    assert stats.kept >= 1 and stats.history[-1] == len(small["steps"])
+
+
+def test_a_schedule_that_does_not_fail_is_left_as_it_was() -> None:
+    doc = Generator().scenario(random.Random(3), "s")
+    small, stats = shrink(doc, lambda d: False)
+    assert small == doc and stats.kept == 0
+
+
+def test_dropping_a_step_drops_the_steps_that_named_what_it_made() -> None:
+    doc = {"name": "s", "reproduces": {"seed": "explore", "scenario": "x"}, "backends": ["gbid1"],
+           "runtimes": [{"kind": "cluster-controller", "id": "cc1"}],
+           "steps": [{"proxy": {"runtime": "cc1", "name": "px1", "domain": "d", "interface": "joynrsim/Echo"}},
+                     {"call": {"proxy": "px1", "method": "echo"}}, {"advance": 5}]}
+    assert consistent({**doc, "steps": doc["steps"][1:]})["steps"] == [{"advance": 5}]
