@@ -75,6 +75,10 @@ class RuntimeSpec:
     old_joynr: bool  # a cluster controller that speaks the GCD's old (single-backend) API
     # A cluster controller's broker sessions detached this long are purged (None: never).
     detached_timeout_ms: int | None = None
+    # A cluster controller: keep or remove a libjoynr runtime's routes when it disconnects.
+    on_client_disconnect: str = "keep"
+    # A libjoynr runtime: send what came from the cluster controller back to it (joynr < 1.17.3).
+    route_back_to_parent: bool = False
 
     @property
     def is_cluster_controller(self) -> bool:

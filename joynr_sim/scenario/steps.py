@@ -52,10 +52,11 @@ class ScenarioRunner:
                 await self.sim.cluster_controller(
                     spec.cc_id or spec.id, list(spec.gbids) or None, runtime_id=spec.id,
                     old_joynr=spec.old_joynr, detached_timeout_ms=spec.detached_timeout_ms,
+                    on_client_disconnect=spec.on_client_disconnect,
                 )
         for spec in self.scenario.runtimes:
             if not spec.is_cluster_controller:
-                await self.sim.libjoynr(spec.id, self._cc(spec.cc))
+                await self.sim.libjoynr(spec.id, self._cc(spec.cc), route_back_to_parent=spec.route_back_to_parent)
 
     def _runtime(self, runtime_id: str) -> Runtime:
         return self.sim.runtimes[runtime_id]
@@ -186,7 +187,7 @@ class ScenarioRunner:
             raise StepFailed(f"the link of {a['runtime']} to its cluster controller has no fault to heal")
 
     async def _step_start_calls(self, a: Mapping[str, Any]) -> None:
-        self.calls[a["name"]] = background.start(self.proxies[a["proxy"]], a)
+        self.calls[a["name"]] = await background.start(self.proxies[a["proxy"]], a)
 
     async def _step_await_calls(self, a: Mapping[str, Any]) -> None:
         batch = self.calls[a["name"]]
