@@ -143,8 +143,8 @@ def _drop_recorded(message_id: str | None, events: list[dict[str, Any]]) -> bool
 def _broker_down(gbid: str | None, ts: int, events: list[dict[str, Any]]) -> bool:
     """Whether the broker of ``gbid`` was killed before ``ts`` and not started again by then,
     or killed later with nothing started in between: what was handed to it then died with it."""
-    life = [(e["ts"], e["ev"]) for e in events
-            if e["rt"] == "brokers" and e.get("gbid") == gbid and e["ev"] in ("life.crash", "life.start", "life.restart")]
+    kinds = ("life.crash", "life.start", "life.restart")
+    life = [(e["ts"], e["ev"]) for e in events if e["rt"] == "brokers" and e.get("gbid") == gbid and e["ev"] in kinds]
     before = [ev for t, ev in life if t <= ts]
     after = [ev for t, ev in life if t > ts]
     down_then = bool(before) and before[-1] == "life.crash"
