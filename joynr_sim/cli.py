@@ -1,9 +1,11 @@
 """The ``joynr-sim`` command.
 
-Exit status: 0 success; 1 a scenario step failed (run), a check found violations (check)
-or a scenario file is broken (list); 2 bad input (a usage error, an unusable file, folder
-or option: nothing runs); 3 a run could not be set up (run: a broker, the GCD store or a
-port could not be reached); 130 interrupted. Every error is one line on stderr.
+Exit status: 0 success; 1 a scenario step failed (run), a scenario ended otherwise than the
+policy matrix requires (run --policy all: it must hold under its own policy and fail under
+each it guards against), a check found violations (check, run --check) or a scenario file
+is broken (list); 2 bad input (a usage error, an unusable file, folder or option: nothing
+runs); 3 a run could not be set up (run: a broker, the GCD store or a port could not be
+reached) or the checks could not run; 130 interrupted. Every error is one line on stderr.
 """
 
 from __future__ import annotations
@@ -92,16 +94,18 @@ def cmd_trace(args: argparse.Namespace, console: Console) -> int:
 
 
 def cmd_run(args: argparse.Namespace, console: Console) -> int:
-    """0 passed, 1 a step failed, 2 bad input (nothing runs), 3 a run could not be set up."""
-    from .scenario.console import run_scenarios
+    """0 passed, 1 a step failed (or the matrix does not hold), 2 bad input (nothing runs),
+    3 a run could not be set up or the checks could not run."""
+    from .scenario.console import ALL_POLICIES, run_scenarios
 
-    if args.policy is not None and args.policy not in POLICIES:
+    if args.policy is not None and args.policy not in (*POLICIES, ALL_POLICIES):
         Console(stderr=True).print(
             f"[red]joynr-sim run: --policy {escape(args.policy)!r} is unknown; choose one of "
-            f"{', '.join(POLICIES)}[/]", soft_wrap=True)
+            f"{', '.join(POLICIES)} or {ALL_POLICIES}[/]", soft_wrap=True)
         return 2
     return run_scenarios(args.paths, out=args.out, broker=args.broker, policy=args.policy,
-                         seed=args.seed, gcd_store=args.gcd_store, console=console, report=args.report)
+                         seed=args.seed, gcd_store=args.gcd_store, console=console, report=args.report,
+                         check=args.check, junit=args.junit, jobs=args.jobs)
 
 
 def cmd_report(args: argparse.Namespace, console: Console) -> int:
@@ -144,12 +148,18 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("run", help="run scenarios: one run directory per scenario under --out")
     p.add_argument("paths", nargs="+", type=Path, metavar="PATH", help="scenario files or folders")
     p.add_argument("--broker", help="amqtt (default), mosquitto, or gbid1=mqtt://host:port,...")
-    p.add_argument("--policy", help=f"routing policy for every runtime: {', '.join(POLICIES)}")
+    p.add_argument("--policy", help=f"routing policy for every runtime: {', '.join(POLICIES)}; all: the "
+                   "policy matrix, every scenario under every policy into OUT/<policy>/ and OUT/matrix.json")
     p.add_argument("--out", type=Path, default=Path("runs"), help="where run directories go (default: runs/)")
     p.add_argument("--seed", type=int, help="seed for generated participant ids (default: random, in run.json)")
     p.add_argument("--gcd-store", help="GCD store: a postgresql:// URL (default: SQLite in the run directory)")
     p.add_argument("--report", action="store_true",
                    help="then write the HTML report of the runs to OUT/report/ and print its index")
+    p.add_argument("--check", action="store_true",
+                   help="then run the Spark checks over the runs: a violation fails a run (one Spark session)")
+    p.add_argument("--junit", type=Path, metavar="FILE", help="write JUnit XML: one test case per run")
+    p.add_argument("--jobs", type=int, default=1, metavar="N",
+                   help="with --policy all: runs at a time (default 1; each run starts its own brokers)")
     p.set_defaults(func=cmd_run)
     from analytics.app import build_parser as check_parser
 

@@ -1,10 +1,15 @@
 """``joynr-sim run``: check every input before anything starts, run the scenarios one
 after another with a live progress display, then a summary table (scenario, steps,
-outcome, duration).
+outcome, duration). With ``--policy all``, every scenario runs under every policy
+(``OUT/<policy>/<scenario>/``, ``--jobs`` at a time) and the policy matrix is printed and
+written to ``OUT/matrix.json`` (see ``matrix``). ``--check`` then runs the Spark checks over
+the runs, ``--junit FILE`` writes one test case per run.
 
-Exit status: 0 every scenario passed, 1 a step failed, 2 a scenario file or an option is
-unusable (nothing runs, nothing is written), 3 a run could not be carried out (a broker,
-the GCD store or a port could not be reached; the scenarios after it are not run).
+Exit status: 0 every scenario passed (with ``--policy all``: held under its own policy and
+failed under each it guards against; with ``--check``: and no violation where it must hold),
+1 otherwise, 2 a scenario file or an option is unusable (nothing runs, nothing is written),
+3 a run could not be carried out (a broker, the GCD store or a port could not be reached;
+without ``--policy all`` the scenarios after it are not run) or the checks could not run.
 """
 
 from __future__ import annotations
@@ -19,7 +24,18 @@ from rich.table import Table
 
 from brokers import BrokerSpecError, parse_broker, redact
 
+from ..core.policies import POLICIES
 from .loader import ScenarioError, load_scenarios
+from .matrix import (
+    MATRIX_FILE,
+    Cell,
+    all_ok,
+    cell_of,
+    check_matrix_target,
+    junit_xml,
+    matrix_document,
+    write_json,
+)
 from .model import Scenario
 from .rundir import RunDirError, check_run_dir
 from .runner import RunResult, StepOutcome, run_scenario
@@ -28,6 +44,8 @@ EXIT_PASSED, EXIT_STEP_FAILED, EXIT_BAD_INPUT, EXIT_SETUP = 0, 1, 2, 3
 GCD_STORE_SCHEMES = ("postgresql://", "postgres://")
 
 REPORT_DIR = "report"  # --report writes OUT/report/
+ALL_POLICIES = "all"
+MAX_JOBS = 16
 _OUTCOME = {"passed": "[green]passed[/]", "failed": "[red]failed[/]", "error": "[red]error[/]"}
 
 
@@ -41,10 +59,13 @@ def run_scenarios(
     gcd_store: str | None,
     console: Console,
     report: bool = False,
+    check: bool = False,
+    junit: Path | None = None,
+    jobs: int = 1,
 ) -> int:
     """Run the scenarios under ``paths``; returns the exit status (see the module). With
     ``report``, the HTML report of the runs goes to ``out/report/`` and its index is printed,
-    also when a step failed."""
+    also when a step failed. ``policy`` ``"all"`` runs the policy matrix."""
     err = Console(stderr=True)
 
     def refuse(message: str) -> int:
@@ -58,31 +79,156 @@ def run_scenarios(
         return refuse(str(exc))
     if not scenarios:
         return refuse(f"no scenario files in {', '.join(map(str, paths))}")
-    problem = check_inputs(scenarios, out=out, broker=broker, gcd_store=gcd_store) or (
-        check_report_target(scenarios, out) if report else None)
+    matrix = policy == ALL_POLICIES
+    policies = list(POLICIES) if matrix else [policy]
+    problem = (check_inputs(scenarios, out=out, broker=broker, gcd_store=gcd_store,
+                            folders=list(POLICIES) if matrix else None)
+               or (check_report_target(scenarios, out) if report else None)
+               or (check_matrix_target(out) if matrix else None)
+               or (check_junit_target(junit) if junit else None)
+               or (None if 1 <= jobs <= MAX_JOBS else f"--jobs must be 1 to {MAX_JOBS}, got {jobs}")
+               or ("--report goes with one policy; the matrix has a run per policy (see matrix.json)"
+                   if matrix and report else None))
     if problem:
         return refuse(problem)
+    if matrix:
+        try:
+            results = _run_matrix(scenarios, policies, out, broker, seed, gcd_store, console, jobs)
+        except RunDirError as exc:
+            return refuse(str(exc))
+    else:
+        results = _run_each(scenarios, out, broker, policy, seed, gcd_store, console, err)
+        if results is None:
+            return EXIT_BAD_INPUT
+    by_name = {s.name: s for s in scenarios}
+    cells = [cell_of(by_name[r.scenario], r, matrix=matrix) for r in results]
+    status = EXIT_PASSED
+    if check and results:
+        status = _check(cells, err)
+    if matrix:
+        console.print(_matrix_table(scenarios, policies, cells))
+        write_json(out / MATRIX_FILE, matrix_document(scenarios, policies, cells, check))
+        console.print(f"matrix: {escape(str(out / MATRIX_FILE))}", soft_wrap=True, highlight=False)
+    else:
+        console.print(_summary(results))
+        for c in cells:
+            if c.checks_nothing:
+                err.print(f"[yellow]joynr-sim run: {escape(c.scenario)} checks nothing (waiting is not a check)[/]")
+            for v in c.violations:
+                console.print(f"[red]{escape(c.scenario)}: {escape(v)}[/]", soft_wrap=True, highlight=False)
+    if junit is not None:
+        junit.write_bytes(junit_xml(cells, "joynr-sim matrix" if matrix else "joynr-sim run"))
+    if status == EXIT_PASSED:
+        if any(r.outcome == "error" for r in results):
+            status = EXIT_SETUP
+        else:
+            status = EXIT_PASSED if all_ok(cells) else EXIT_STEP_FAILED
+    if report and results:
+        status = _write_report(results, out, console, err, status)
+    return status
+
+
+def _run_each(scenarios, out, broker, policy, seed, gcd_store, console, err) -> list[RunResult] | None:
+    """One after another, each with its progress display; stops after a run that errs."""
     results: list[RunResult] = []
     for scenario in scenarios:
         try:
             result = _run_one(scenario, out, broker, policy, seed, gcd_store, console)
         except RunDirError as exc:  # the folder changed since it was checked
-            return refuse(str(exc))
+            err.print(f"[red]joynr-sim run: {escape(redact(str(exc)))}[/]", soft_wrap=True, highlight=False)
+            return None
         results.append(result)
         if result.outcome == "error":
-            err.print(f"[red]joynr-sim run: {escape(scenario.name)}: {escape(_first_line(result.error))} "
-                      f"(run directory {escape(result.run_dir)}"
-                      f"{', marked incomplete' if not result.complete else ''})[/]",
-                      soft_wrap=True, highlight=False)
+            _print_error(err, result)
             break
-    console.print(_summary(results))
-    if any(r.outcome == "error" for r in results):
-        status = EXIT_SETUP
-    else:
-        status = EXIT_PASSED if all(r.passed for r in results) else EXIT_STEP_FAILED
-    if report and results:
-        status = _write_report(results, out, console, err, status)
-    return status
+    return results
+
+
+def _print_error(err: Console, result: RunResult) -> None:
+    err.print(f"[red]joynr-sim run: {escape(result.scenario)}: {escape(_first_line(result.error))} "
+              f"(run directory {escape(result.run_dir)}"
+              f"{', marked incomplete' if not result.complete else ''})[/]",
+              soft_wrap=True, highlight=False)
+
+
+def _run_matrix(scenarios: list[Scenario], policies: list[str], out: Path, broker, seed, gcd_store,
+                console: Console, jobs: int) -> list[RunResult]:
+    """Every scenario under every policy, ``jobs`` runs at a time, into OUT/<policy>/."""
+    progress = Progress(TextColumn("[bold]policy matrix"), BarColumn(), MofNCompleteColumn(),
+                        TextColumn("{task.description}"), TimeElapsedColumn(), console=console, transient=True)
+    pairs = [(s, p) for p in policies for s in scenarios]
+
+    async def all_runs() -> list[RunResult]:
+        gate = asyncio.Semaphore(jobs)
+        task = progress.add_task("", total=len(pairs))
+
+        async def one(scenario: Scenario, policy: str) -> RunResult:
+            async with gate:
+                result = await run_scenario(scenario, out / policy, policy=policy, broker=broker, seed=seed,
+                                            gcd_store=gcd_store)
+            progress.update(task, advance=1, description=escape(f"{scenario.name} ({policy})"))
+            return result
+
+        return list(await asyncio.gather(*(one(s, p) for s, p in pairs)))
+
+    with progress:
+        results = asyncio.run(all_runs())
+    err = Console(stderr=True)
+    for r in results:
+        if r.outcome == "error":
+            _print_error(err, r)
+    return results
+
+
+def _check(cells: list[Cell], err: Console) -> int:
+    """Attach the checker's violations to the cells; EXIT_SETUP when the checks could not run."""
+    from .checking import CheckError, violations_by_run
+
+    try:
+        found = violations_by_run([c.run_dir for c in cells if c.outcome != "error"])
+    except CheckError as exc:
+        err.print(f"[red]joynr-sim run: --check: {escape(str(exc))}[/]", soft_wrap=True, highlight=False)
+        return EXIT_SETUP
+    for c in cells:
+        c.add_violations(found.get(c.run_id, []))
+    return EXIT_PASSED
+
+
+def check_junit_target(junit: Path) -> str | None:
+    if junit.is_dir():
+        return f"--junit {junit} is a folder; give a file name"
+    if not junit.parent.is_dir():
+        return f"--junit {junit}: no such folder {junit.parent}"
+    return None
+
+
+_MARK = {"hold": "own", "fail": "guards", "any": ""}
+
+
+def _matrix_table(scenarios: list[Scenario], policies: list[str], cells: list[Cell]) -> Table:
+    """Rows scenarios, columns policies; a cell says held, the first failed step or the
+    violations; green when it ended as it must, red when not, plain when either is fine."""
+    by_key = {(c.scenario, c.policy): c for c in cells}
+    table = Table(title="policy matrix (own: must hold; guards: must fail)", show_lines=True)
+    table.add_column("scenario", overflow="fold")
+    for p in policies:
+        table.add_column(p, overflow="fold", max_width=40)
+    for s in scenarios:
+        row = [escape(s.name) + ("\n[dim]smoke[/]" if s.smoke else "")]
+        for p in policies:
+            c = by_key.get((s.name, p))
+            if c is None:
+                row.append("")
+                continue
+            colour = "red" if not c.ok else ("green" if c.expected != "any" else "default")
+            mark = f" [dim]({_MARK[c.expected]})[/]" if _MARK[c.expected] else ""
+            row.append(f"[{colour}]{escape(_clip(c.text()))}[/]{mark}")
+        table.add_row(*row)
+    return table
+
+
+def _clip(text: str, limit: int = 120) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def check_report_target(scenarios: list[Scenario], out: Path) -> str | None:
@@ -111,8 +257,10 @@ def _write_report(results: list[RunResult], out: Path, console: Console, err: Co
     return status
 
 
-def check_inputs(scenarios: list[Scenario], *, out: Path, broker: str | None, gcd_store: str | None) -> str | None:
-    """The first problem with the options or the scenarios' broker choices, as one line."""
+def check_inputs(scenarios: list[Scenario], *, out: Path, broker: str | None, gcd_store: str | None,
+                 folders: list[str] | None = None) -> str | None:
+    """The first problem with the options or the scenarios' broker choices, as one line;
+    ``folders``: the run directories go to ``out/<folder>/`` (the matrix's policies)."""
     names = [s.name for s in scenarios]
     if len(set(names)) != len(names):
         dup = sorted({n for n in names if names.count(n) > 1})
@@ -131,8 +279,9 @@ def check_inputs(scenarios: list[Scenario], *, out: Path, broker: str | None, gc
             where = "--broker" if broker else "broker"
             return f"{s.path or s.name}: {where}: {str(exc).removeprefix('broker: ')}"
     try:
-        for s in scenarios:
-            check_run_dir(out, s.name)
+        for folder in folders or [None]:
+            for s in scenarios:
+                check_run_dir(out / folder if folder else out, s.name)
     except RunDirError as exc:
         return str(exc)
     return None

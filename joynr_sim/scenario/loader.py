@@ -267,6 +267,8 @@ def parse_scenario(text: str, path: str | os.PathLike[str] = "<string>") -> Scen
         description=data["description"],
         reproduces=Reproduces(**data["reproduces"]),
         policy=data["policy"],
+        guards=tuple(data["guards"] or ()),
+        smoke=data["smoke"],
         broker=data["broker"],
         backends=tuple(data["backends"]),
         runtimes=tuple(
@@ -278,6 +280,8 @@ def parse_scenario(text: str, path: str | os.PathLike[str] = "<string>") -> Scen
                 cc=rt.get("cc"),
                 old_joynr=bool(rt.get("old_joynr", False)),
                 detached_timeout_ms=rt.get("detached_timeout_ms"),
+                on_client_disconnect=rt.get("on_client_disconnect") or "keep",
+                route_back_to_parent=bool(rt.get("route_back_to_parent", False)),
             )
             for rt in data["runtimes"]
         ),

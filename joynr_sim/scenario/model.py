@@ -33,12 +33,21 @@ DEFAULT_BROKER = "amqtt"
 
 RUNTIME_STEPS = ("crash", "stop", "start", "restart")
 BROKER_STEPS = ("crash_broker", "stop_broker", "start_broker", "restart_broker")
+# Faults on a link (sim.faults): a cluster controller's broker connection or a libjoynr
+# runtime's connection to its cluster controller; ``heal`` also ends a ``cut``.
+LINK_FAULT_STEPS = ("partition", "blackhole", "delay")
 STEP_KINDS = (
     "register", "unregister", "proxy", "call", "one_way",
     *RUNTIME_STEPS, *BROKER_STEPS,
-    "cut", "heal", "advance", "wait",
+    "cut", *LINK_FAULT_STEPS, "heal", "advance", "wait",
     "expect_route", "expect_gcd", "add_route", "expect_calls",
+    "start_calls", "await_calls",
 )
+# The steps that check something: a scenario needs at least one. ``wait`` is not one, it
+# only waits; a call checks that it is answered as expected; register and proxy check
+# only when they expect an error (CHECKING_WHEN_EXPECTING).
+CHECKING_STEPS = ("expect_route", "expect_gcd", "call", "expect_calls", "await_calls")
+CHECKING_WHEN_EXPECTING = ("register", "proxy")
 
 REF_PREFIX = "@"
 
@@ -66,6 +75,10 @@ class RuntimeSpec:
     old_joynr: bool  # a cluster controller that speaks the GCD's old (single-backend) API
     # A cluster controller's broker sessions detached this long are purged (None: never).
     detached_timeout_ms: int | None = None
+    # A cluster controller: keep or remove a libjoynr runtime's routes when it disconnects.
+    on_client_disconnect: str = "keep"
+    # A libjoynr runtime: send what came from the cluster controller back to it (joynr < 1.17.3).
+    route_back_to_parent: bool = False
 
     @property
     def is_cluster_controller(self) -> bool:
@@ -78,6 +91,13 @@ class Step:
     kind: str  # one of STEP_KINDS
     args: Mapping[str, Any]  # read-only, nested mappings and lists frozen too
     line: int  # line of the step in its file, from 1
+
+    @property
+    def checks(self) -> bool:
+        """Whether the step checks something (a wait only waits)."""
+        if self.kind in CHECKING_STEPS:
+            return True
+        return self.kind in CHECKING_WHEN_EXPECTING and self.args.get("expect_error") is not None
 
     @property
     def title(self) -> str:
@@ -99,8 +119,16 @@ class Step:
             return f"{k} {a['runtime']}"
         if k in BROKER_STEPS:
             return f"{k.replace('_', ' ')} {a['gbid']}"
-        if k in ("cut", "heal"):
-            return f"{k} {a['runtime']} from {a['gbid']}"
+        if k == "cut":
+            return f"cut {a['runtime']} from {a['gbid']}"
+        if k in (*LINK_FAULT_STEPS, "heal"):
+            where = f"{a['runtime']}-{a['gbid']}" if a.get("gbid") else f"{a['runtime']}-cc"
+            extra = f" {a['ms']}±{a['jitter_ms']} ms" if k == "delay" else ""
+            return f"{k} {where}{extra}"
+        if k == "start_calls":
+            return f"start {a['count']}x {a['proxy']}.{a['method']} as {a['name']}"
+        if k == "await_calls":
+            return f"await calls {a['name']}" + (" (drops recorded)" if a["drops"] == "recorded" else "")
         if k == "advance":
             return f"advance {a['ms']} ms"
         if k == "wait":
@@ -120,6 +148,8 @@ def _describe(what: str, body: Mapping[str, Any]) -> str:
         return f"{body['participant']} on {body['runtime']} = {body['type']}"
     if what == "gcd":
         where = ",".join(body["gbids"]) if body.get("gbids") else "all backends"
+        if body.get("exact"):
+            where = f"exactly {where}"
         return f"{body['participant']} {'in' if body.get('present', True) else 'not in'} {where}"
     if what == "event":
         where = f" of {body['runtime']}" if body.get("runtime") else ""
@@ -133,11 +163,21 @@ class Scenario:
     description: str
     reproduces: Reproduces
     policy: str
+    # The policies under which the scenario must fail (a step or, with --check, the checker),
+    # or, instead, why no rule set can break it (smoke); a library scenario gives one.
+    guards: tuple[str, ...]
+    smoke: str | None
     broker: str  # amqtt | mosquitto | "gbid1=mqtt://host:port,..."
     backends: tuple[str, ...]
     runtimes: tuple[RuntimeSpec, ...]
     steps: tuple[Step, ...]
     path: Path | None = None
+
+    @property
+    def checks(self) -> bool:
+        """Whether any step checks something: a scenario that only acts and waits proves
+        nothing, and ``joynr-sim list`` and ``run`` flag it."""
+        return any(step.checks for step in self.steps)
 
     def runtime(self, runtime_id: str) -> RuntimeSpec:
         for spec in self.runtimes:

@@ -21,6 +21,7 @@ from .model import (
     BROKER_STEPS,
     CLUSTER_CONTROLLER,
     LIBJOYNR,
+    LINK_FAULT_STEPS,
     REF_PREFIX,
     RUNTIME_STEPS,
     participant_ref,
@@ -37,14 +38,28 @@ class References:
         self.runtimes: dict[str, dict[str, Any]] = {}
         self.providers: dict[str, str] = {}  # name -> runtime id
         self.proxies: dict[str, str] = {}  # name -> interface
+        self.calls: dict[str, bool] = {}  # background calls: name -> awaited yet
 
     def check(self, data: dict[str, Any]) -> None:
         """Every check, in file order; fills in a cluster controller's gbids and cc_id."""
+        self.guards(data)
         self.runtimes_(data["runtimes"])
         self.broker(data["broker"])
         for i, item in enumerate(data["steps"]):
             (kind, args), = item.items()
             self.step(kind, args, ("steps", i, kind))
+        for name, awaited in self.calls.items():
+            if not awaited:
+                raise self.fail(("steps",), f"background calls {name!r} are started but never "
+                                            f"awaited (add an await_calls step)")
+
+    def guards(self, data: dict[str, Any]) -> None:
+        if data["guards"] is not None and data["smoke"] is not None:
+            raise self.fail(("smoke",), "give guards or smoke, not both")
+        if data["guards"] is not None and data["policy"] in data["guards"]:
+            i = data["guards"].index(data["policy"])
+            raise self.fail(("guards", i), f"{data['policy']!r} is the scenario's own policy, under "
+                                           f"which it must hold; guards lists the others it must fail under")
 
     def runtimes_(self, runtimes: list[dict[str, Any]]) -> None:
         for i, rt in enumerate(runtimes):
@@ -131,6 +146,11 @@ class References:
                 raise self.fail((*at, "gbid"), f"a gbid only goes with type Mqtt, "
                                                f"not {body['type']}")
             self.gbids([body["gbid"]], (*at, "gbid"))
+        for key, type_ in (("topic", "Mqtt"), ("client_id", "WebSocketClient")):
+            if body[key] is not None and body["type"] != type_:
+                raise self.fail((*at, key), f"a {key} only goes with type {type_}, not {body['type']}")
+        if body["expires"] is not None and body["type"] == "absent":
+            raise self.fail((*at, "expires"), "an absent route has no expiry")
 
     def gcd_body(self, body: dict[str, Any], at: At) -> None:
         self.participant(body["participant"], (*at, "participant"))
@@ -141,6 +161,17 @@ class References:
         self.runtime(body["runtime"], (*at, "runtime"), cc_only=True)
         self.gbids([body["gbid"]], (*at, "gbid"), within=self.cc_gbids(body["runtime"]),
                    owner=body["runtime"])
+
+    def link(self, body: dict[str, Any], at: At) -> None:
+        rt = self.runtime(body["runtime"], (*at, "runtime"))
+        if rt["kind"] == CLUSTER_CONTROLLER:
+            if body["gbid"] is None:
+                raise self.fail(at, f"{body['runtime']!r} is a cluster controller: name the "
+                                    f"broker link with gbid ({', '.join(rt['gbids'])})")
+            self.gbids([body["gbid"]], (*at, "gbid"), within=rt["gbids"], owner=body["runtime"])
+        elif body["gbid"] is not None:
+            raise self.fail((*at, "gbid"), f"{body['runtime']!r} is a libjoynr runtime: its one link "
+                                           f"is to its cluster controller; leave gbid out")
 
     def event(self, body: dict[str, Any], at: At) -> None:
         if body["ev"] not in EVENTS:
@@ -181,8 +212,22 @@ class References:
             self.runtime(args, at)
         elif kind in BROKER_STEPS:
             self.gbids([args], at)
-        elif kind in ("cut", "heal"):
+        elif kind == "cut":
             self.cc_gbid(args, at)
+        elif kind in (*LINK_FAULT_STEPS, "heal"):
+            self.link(args, at)
+        elif kind == "start_calls":
+            self.proxy_method(args, at)
+            if args["name"] in self.calls:
+                raise self.fail((*at, "name"), f"background calls {args['name']!r} were started "
+                                               f"by an earlier step")
+            self.calls[args["name"]] = False
+        elif kind == "await_calls":
+            if self.calls.get(args["name"]) is not False:
+                what = "awaited already" if args["name"] in self.calls else "never started"
+                raise self.fail((*at, "name"), f"background calls {args['name']!r} were {what} "
+                                               f"(started: {', '.join(self.calls) or 'none yet'})")
+            self.calls[args["name"]] = True
         elif kind == "wait":
             (what, body), = args["until"].items()
             here = (*at, "until", what)

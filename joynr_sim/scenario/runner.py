@@ -164,7 +164,10 @@ async def run_scenario(
         except Exception as exc:
             text = str(exc) if _is_environment(exc) else f"{type(exc).__name__}: {exc}"
             raise SetupError(redact(text) or type(exc).__name__) from exc
-        await _run_steps(scenario, runner, trace, result, on_step)
+        try:
+            await _run_steps(scenario, runner, trace, result, on_step)
+        finally:
+            await runner.cancel_background()
         result.complete = True
         result.outcome = "failed" if result.failed_step else "passed"
     except SetupError as exc:

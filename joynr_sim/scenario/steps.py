@@ -21,6 +21,7 @@ from ..runtime.cluster_controller import ClusterController
 from ..runtime.participants import INTERFACES
 from ..simulation import Simulation
 from ..trace import entry_record, read_events, read_run
+from . import background
 from .model import Scenario, Step, participant_ref, thaw
 
 DEFAULT_WAIT_MS = 10_000
@@ -42,6 +43,7 @@ class ScenarioRunner:
         self.sim = sim
         self.providers: dict[str, tuple[Runtime, str]] = {}  # name -> (runtime, participant id)
         self.proxies: dict[str, Proxy] = {}
+        self.calls: dict[str, background.Batch] = {}  # background calls by name
 
     # -- topology --------------------------------------------------------------------
     async def build(self) -> None:
@@ -50,10 +52,11 @@ class ScenarioRunner:
                 await self.sim.cluster_controller(
                     spec.cc_id or spec.id, list(spec.gbids) or None, runtime_id=spec.id,
                     old_joynr=spec.old_joynr, detached_timeout_ms=spec.detached_timeout_ms,
+                    on_client_disconnect=spec.on_client_disconnect,
                 )
         for spec in self.scenario.runtimes:
             if not spec.is_cluster_controller:
-                await self.sim.libjoynr(spec.id, self._cc(spec.cc))
+                await self.sim.libjoynr(spec.id, self._cc(spec.cc), route_back_to_parent=spec.route_back_to_parent)
 
     def _runtime(self, runtime_id: str) -> Runtime:
         return self.sim.runtimes[runtime_id]
@@ -168,7 +171,36 @@ class ScenarioRunner:
     async def _step_start_broker(self, a): await self.sim.brokers.start_broker(a["gbid"])
     async def _step_restart_broker(self, a): await self.sim.brokers.restart_broker(a["gbid"])
     async def _step_cut(self, a): await self._cc(a["runtime"]).cut(a["gbid"])
-    async def _step_heal(self, a): await self._cc(a["runtime"]).heal(a["gbid"])
+    async def _step_partition(self, a): await self.sim.faults.partition(a["runtime"], a.get("gbid"))
+    async def _step_blackhole(self, a): await self.sim.faults.blackhole(a["runtime"], a.get("gbid"))
+
+    async def _step_delay(self, a: Mapping[str, Any]) -> None:
+        await self.sim.faults.delay(a["runtime"], a.get("gbid"), a["ms"], a.get("jitter_ms") or 0)
+
+    async def _step_heal(self, a: Mapping[str, Any]) -> None:
+        """Ends the link's fault; a cluster controller's broker link without one was cut."""
+        if self.sim.faults.enabled and self.sim.faults.active(a["runtime"], a.get("gbid")) is not None:
+            await self.sim.faults.heal(a["runtime"], a.get("gbid"))
+        elif a.get("gbid") is not None:
+            await self._cc(a["runtime"]).heal(a["gbid"])
+        else:
+            raise StepFailed(f"the link of {a['runtime']} to its cluster controller has no fault to heal")
+
+    async def _step_start_calls(self, a: Mapping[str, Any]) -> None:
+        self.calls[a["name"]] = await background.start(self.proxies[a["proxy"]], a)
+
+    async def _step_await_calls(self, a: Mapping[str, Any]) -> None:
+        batch = self.calls[a["name"]]
+        outcomes = await background.finish(batch)
+        found = background.problems(outcomes, a, self.sim.run_dir)
+        if found:
+            provider = self.proxies[batch.proxy].provider_participant_id
+            raise StepFailed(f"calls {a['name']}: " + "; ".join(found), self._context(provider))
+
+    async def cancel_background(self) -> None:
+        """Stop background calls a failed step left running, before the teardown."""
+        for batch in self.calls.values():
+            await background.cancel(batch)
 
     async def _step_advance(self, a: Mapping[str, Any]) -> None:
         self.sim.clock.advance(a["ms"])
@@ -233,6 +265,12 @@ class ScenarioRunner:
             problems.append(f"type {type_name(entry.address)}, expected {want}")
         if a.get("gbid") is not None and getattr(entry.address, "broker_uri", None) != a["gbid"]:
             problems.append(f"gbid {getattr(entry.address, 'broker_uri', None)}, expected {a['gbid']}")
+        if a.get("topic") is not None and getattr(entry.address, "topic", None) != a["topic"]:
+            problems.append(f"topic {getattr(entry.address, 'topic', None)}, expected {a['topic']}")
+        if a.get("client_id") is not None and getattr(entry.address, "id", None) != a["client_id"]:
+            problems.append(f"client id {getattr(entry.address, 'id', None)}, expected {a['client_id']}")
+        if a.get("expires") is not None:
+            problems.extend(_expiry_problems(entry.expiry_date_ms, a["expires"], self.sim.clock.now_ms()))
         if a.get("sticky") is not None and entry.is_sticky != a["sticky"]:
             problems.append(f"sticky {entry.is_sticky}, expected {a['sticky']}")
         if a.get("visible") is not None and entry.is_globally_visible != a["visible"]:
@@ -249,6 +287,8 @@ class ScenarioRunner:
         })
         wanted = set(a.get("gbids") or self.scenario.backends)
         present = a.get("present", True)
+        if present and a.get("exact") and rows != wanted:
+            return f"GCD holds {pid} in {sorted(rows) or 'no backend'}, expected exactly {sorted(wanted)}"
         if present and not wanted <= rows:
             return f"GCD holds {pid} in {sorted(rows) or 'no backend'}, expected {sorted(wanted)}"
         if not present and wanted & rows:
@@ -271,6 +311,24 @@ class ScenarioRunner:
         lines.append("last trace events:")
         lines.extend(f"  {json.dumps(e, separators=(',', ':'))}" for e in relevant)
         return "\n".join(lines)
+
+
+def _expiry_problems(expiry_ms: int, want: Any, now_ms: int) -> list[str]:
+    """What is wrong with an entry's expiry date against ``expires`` (never, or a window)."""
+    if want == "never":
+        return [] if expiry_ms >= FOREVER_MS else [f"expires in {expiry_ms - now_ms} ms, expected never"]
+    if expiry_ms >= FOREVER_MS:
+        shown = "never"
+    else:
+        shown = f"in {expiry_ms - now_ms} ms (at {expiry_ms})"
+    problems = []
+    if want.get("at_ms") is not None and expiry_ms != want["at_ms"]:
+        problems.append(f"expires {shown}, expected at {want['at_ms']}")
+    if want.get("after_ms") is not None and not expiry_ms - now_ms > want["after_ms"]:
+        problems.append(f"expires {shown}, expected later than {want['after_ms']} ms from now")
+    if want.get("before_ms") is not None and not expiry_ms - now_ms <= want["before_ms"]:
+        problems.append(f"expires {shown}, expected within {want['before_ms']} ms from now")
+    return problems
 
 
 def _list(value: Any) -> list | None:

@@ -1,0 +1,152 @@
+"""Calls that run in the background while later steps happen (``start_calls``), and what
+must hold when they are awaited (``await_calls``): every call answered, or each one left
+unanswered accounted for by the trace: a ``msg.drop`` of its request or reply, or a hop of
+either to the broker of a GBID that was killed (``life.crash``) and not yet started again
+when the hop was sent, so the message died with the broker.
+
+A call that timed out names its request's message id in the timeout; the trace's
+``msg.out`` of that id gives the correlation id, which its reply carries too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..core.errors import JoynrRuntimeException, JoynrTimeoutException
+from ..runtime.base import Proxy
+from ..trace import read_run
+from .model import thaw
+
+CALLER_GONE = "runtime went down"  # what a pending call of a crashed or stopped runtime ends with
+_MESSAGE_ID = re.compile(r"\(message ([^\s)]+)\)")
+
+
+@dataclass
+class CallOutcome:
+    index: int
+    result: Any = None
+    error: str | None = None  # an error name, "timeout", or "caller-gone" (its runtime went down)
+    message_id: str | None = None  # the request's id, when the timeout names it
+
+
+@dataclass
+class Batch:
+    name: str
+    proxy: str  # the proxy's name in the scenario
+    tasks: list[asyncio.Task[CallOutcome]] = field(default_factory=list)
+    pacer: asyncio.Task[None] | None = None
+
+
+async def _one(proxy: Proxy, index: int, method: str, args: tuple, ttl_ms: int) -> CallOutcome:
+    try:
+        return CallOutcome(index, result=await proxy.call(method, *args, ttl_ms=ttl_ms))
+    except JoynrTimeoutException as exc:
+        if str(exc) == CALLER_GONE:  # the trace records the crash (life.crash)
+            return CallOutcome(index, error="caller-gone")
+        found = _MESSAGE_ID.search(str(exc))
+        return CallOutcome(index, error="timeout", message_id=found.group(1) if found else None)
+    except JoynrRuntimeException as exc:
+        return CallOutcome(index, error=getattr(exc, "error", None) or type(exc).__name__)
+
+
+async def start(proxy: Proxy, a: Mapping[str, Any]) -> Batch:
+    """Send ``count`` calls, ``interval_ms`` apart, without waiting for their replies. With
+    no interval every call has been handed to the runtime when this returns."""
+    batch = Batch(a["name"], a["proxy"])
+    args = tuple(thaw(a.get("args") or ()))
+    ttl = a.get("ttl_ms") or 10_000
+
+    def call(i: int) -> asyncio.Task[CallOutcome]:
+        return asyncio.create_task(_one(proxy, i, a["method"], args, ttl))
+
+    if not a.get("interval_ms"):
+        batch.tasks.extend(call(i) for i in range(a["count"]))
+        await asyncio.sleep(0)  # each call runs up to its wait for the reply: it is sent
+        return batch
+
+    async def pace() -> None:
+        for i in range(a["count"]):
+            batch.tasks.append(call(i))
+            await asyncio.sleep(a["interval_ms"] / 1000)
+
+    batch.pacer = asyncio.create_task(pace())
+    return batch
+
+
+async def finish(batch: Batch) -> list[CallOutcome]:
+    if batch.pacer is not None:
+        await batch.pacer
+    return list(await asyncio.gather(*batch.tasks))
+
+
+async def cancel(batch: Batch) -> None:
+    """Stop what is still running (the scenario ended early)."""
+    pending = [t for t in (batch.pacer, *batch.tasks) if t is not None and not t.done()]
+    for task in pending:
+        task.cancel()
+    await asyncio.gather(*pending, return_exceptions=True)
+
+
+def problems(outcomes: list[CallOutcome], a: Mapping[str, Any], run_dir: Path) -> list[str]:
+    """What did not hold; empty when the calls ended as ``a`` (await_calls) asks. A call
+    whose own runtime went down is recorded by that runtime's crash or stop; with ``drops:
+    recorded`` it is accepted like a call whose request or reply the trace says was dropped."""
+    expect = dict(a.get("expect") or {})
+    recorded_ok = a.get("drops") == "recorded"
+    found: list[str] = []
+    unanswered: list[CallOutcome] = []
+    answered = 0
+    for o in outcomes:
+        if o.error == "caller-gone":
+            unanswered.append(o)
+        elif o.error == "timeout" and not expect.get("timeout"):
+            unanswered.append(o)
+        elif o.error not in (None, "timeout") and expect.get("error") != o.error:
+            found.append(f"call {o.index} failed with {o.error}")
+        elif "result" in expect and o.error is None and thaw(expect["result"]) != o.result:
+            found.append(f"call {o.index}: expected result {thaw(expect['result'])!r}, got {o.result!r}")
+        else:
+            answered += 1
+    if answered < (a.get("min_answered") or 0):
+        found.append(f"{answered} of {len(outcomes)} calls answered, expected at least {a['min_answered']}")
+    if unanswered and not recorded_ok:
+        found.append(f"{len(unanswered)} of {len(outcomes)} calls unanswered (calls "
+                     f"{', '.join(str(o.index) for o in unanswered[:10])})")
+    elif unanswered:
+        events = read_run(run_dir)
+        silent = [o for o in unanswered if o.error != "caller-gone" and not _drop_recorded(o.message_id, events)]
+        if silent:
+            found.append(f"{len(silent)} of {len(outcomes)} calls unanswered with no recorded drop of their "
+                         f"request or reply (calls {', '.join(str(o.index) for o in silent[:10])})")
+    return found
+
+
+def _drop_recorded(message_id: str | None, events: list[dict[str, Any]]) -> bool:
+    if message_id is None:
+        return False
+    corr = next((e.get("corr") for e in events if e["ev"] == "msg.out" and e.get("msg") == message_id), None)
+
+    def ours(e: dict[str, Any]) -> bool:
+        return e.get("msg") == message_id or (corr is not None and e.get("corr") == corr)
+
+    if any(e["ev"] == "msg.drop" and ours(e) for e in events):
+        return True
+    hops = [(e["ts"], e.get("gbid")) for e in events if e["ev"] == "msg.out" and e.get("via") == "mqtt" and ours(e)]
+    return any(_broker_down(gbid, ts, events) for ts, gbid in hops)
+
+
+def _broker_down(gbid: str | None, ts: int, events: list[dict[str, Any]]) -> bool:
+    """Whether the broker of ``gbid`` was killed before ``ts`` and not started again by then,
+    or killed later with nothing started in between: what was handed to it then died with it."""
+    kinds = ("life.crash", "life.start", "life.restart")
+    life = [(e["ts"], e["ev"]) for e in events if e["rt"] == "brokers" and e.get("gbid") == gbid and e["ev"] in kinds]
+    before = [ev for t, ev in life if t <= ts]
+    after = [ev for t, ev in life if t > ts]
+    down_then = bool(before) and before[-1] == "life.crash"
+    crashed_next = bool(after) and after[0] == "life.crash"
+    return down_then or crashed_next
