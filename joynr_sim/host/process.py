@@ -1,0 +1,230 @@
+"""A host process as the runner holds it: started, asked, killed.
+
+``request`` sends on the control channel (the child's standard input and output) and waits
+for the answer without holding up the event loop; ``query`` asks on the blocking query
+channel and returns at once, for the questions a step asks without awaiting (a routing
+entry, whether a connection is up). Every answer is validated; a host that sends what
+breaks the protocol, does not answer in time or dies fails what waits on it with a clear
+error and is killed, never left hanging.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import os
+import signal
+import socket
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+from ..core.errors import JoynrTimeoutException
+from .protocol import (
+    HEADER,
+    VERSION,
+    ProtocolError,
+    decode_body,
+    encode_frame,
+    frame_length,
+    raise_remote,
+    read_frame,
+    request,
+    validate_response,
+)
+
+SPAWN_TIMEOUT_S = 30.0
+REQUEST_TIMEOUT_S = 60.0
+QUERY_TIMEOUT_S = 10.0
+EXIT_TIMEOUT_S = 10.0
+# The directory holding joynr_sim, brokers and trace_schema: a host imports what the runner does.
+_SOURCE_ROOT = str(Path(__file__).resolve().parent.parent.parent)
+
+
+class HostGone(JoynrTimeoutException):
+    """The host process ended (killed, or it exited) while something waited on it; to a
+    caller it is what a crashed runtime's pending call is: a timeout."""
+
+
+class HostProcess:
+    def __init__(self, name: str, log_path: Path) -> None:
+        self.name = name
+        self.log_path = log_path
+        self.pid: int | None = None
+        self._proc: asyncio.subprocess.Process | None = None
+        self._query: socket.socket | None = None
+        self._query_lock = threading.Lock()  # a clock advance may come from another thread
+        self._ids = itertools.count(1)  # id 0 is the channel's own: a protocol break
+        self._pending: dict[int, asyncio.Future] = {}
+        self._reader: asyncio.Task | None = None
+        self._broken: BaseException | None = None
+
+    @property
+    def alive(self) -> bool:
+        return self._proc is not None and self._proc.returncode is None
+
+    async def spawn(self) -> int:
+        """Start the process and greet it; its pid."""
+        parent_end, child_end = socket.socketpair()
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (_SOURCE_ROOT, env.get("PYTHONPATH")) if p)
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            with open(self.log_path, "ab") as log:
+                self._proc = await asyncio.create_subprocess_exec(
+                    sys.executable, "-m", "joynr_sim.host", "--query-fd", str(child_end.fileno()),
+                    "--parent-pid", str(os.getpid()),
+                    stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=log,
+                    pass_fds=(child_end.fileno(),), env=env,
+                )
+        except BaseException:
+            parent_end.close()
+            raise
+        finally:
+            child_end.close()
+        self.pid = self._proc.pid
+        parent_end.settimeout(QUERY_TIMEOUT_S)
+        self._query = parent_end
+        self._reader = asyncio.get_running_loop().create_task(self._read_answers())
+        try:
+            hello = await self.request("hello", {"version": VERSION}, timeout=SPAWN_TIMEOUT_S)
+            if not isinstance(hello, dict) or hello.get("pid") != self.pid:
+                raise ProtocolError(f"hello: expected this process's pid {self.pid}, got {hello!r}")
+        except BaseException:
+            await self.kill()
+            raise
+        return self.pid
+
+    # -- the control channel ----------------------------------------------------------
+    async def request(self, op: str, args: dict[str, Any], timeout: float = REQUEST_TIMEOUT_S) -> Any:
+        if self._broken is not None:
+            raise self._broken
+        if not self.alive:
+            raise HostGone(f"{self.name}: host process {self.pid} has ended")
+        assert self._proc is not None and self._proc.stdin is not None
+        msg_id = next(self._ids)
+        future = asyncio.get_running_loop().create_future()
+        self._pending[msg_id] = future
+        try:
+            self._proc.stdin.write(encode_frame(request(msg_id, op, args)))
+            await self._proc.stdin.drain()
+            answer = await asyncio.wait_for(future, timeout)
+        except (ConnectionError, BrokenPipeError):
+            raise HostGone(f"{self.name}: host process {self.pid} has ended") from None
+        except TimeoutError:
+            raise TimeoutError(f"{self.name}: host process {self.pid} did not answer {op} within {timeout:g} s") \
+                from None
+        finally:
+            self._pending.pop(msg_id, None)
+        ok, value = answer
+        if not ok:
+            raise_remote(value)
+        return value
+
+    async def _read_answers(self) -> None:
+        assert self._proc is not None and self._proc.stdout is not None
+        problem: BaseException
+        try:
+            while True:
+                message = await read_frame(self._proc.stdout)
+                if message is None:
+                    problem = HostGone(f"{self.name}: host process {self.pid} has ended")
+                    break
+                msg_id, ok, value = validate_response(message)
+                if msg_id == 0:
+                    problem = ProtocolError(f"{self.name}: the host refused the channel: {value.get('message')}")
+                    break
+                future = self._pending.get(msg_id)
+                if future is not None and not future.done():
+                    future.set_result((ok, value))
+        except ProtocolError as exc:
+            problem = ProtocolError(f"{self.name}: host process {self.pid} broke the protocol: {exc}")
+            self._broken = problem
+            self._signal(signal.SIGKILL)
+        except (ConnectionError, OSError) as exc:
+            problem = HostGone(f"{self.name}: host process {self.pid}: {exc}")
+        for future in self._pending.values():
+            if not future.done():
+                future.set_exception(problem)
+
+    # -- the query channel ------------------------------------------------------------
+    def query(self, op: str, args: dict[str, Any]) -> Any:
+        """Ask and wait for the answer, blocking: only ops that answer at once."""
+        if self._broken is not None:
+            raise self._broken
+        if self._query is None or not self.alive:
+            raise HostGone(f"{self.name}: host process {self.pid} has ended")
+        with self._query_lock:
+            msg_id = next(self._ids)
+            try:
+                self._query.sendall(encode_frame(request(msg_id, op, args)))
+                length = frame_length(self._receive(HEADER.size))
+                got, ok, value = validate_response(decode_body(self._receive(length)))
+            except TimeoutError:
+                raise TimeoutError(f"{self.name}: host process {self.pid} did not answer {op} within "
+                                   f"{QUERY_TIMEOUT_S:g} s") from None
+            except ProtocolError as exc:
+                self._broken = ProtocolError(f"{self.name}: host process {self.pid} broke the protocol: {exc}")
+                self._signal(signal.SIGKILL)
+                raise self._broken from None
+            except OSError as exc:
+                raise HostGone(f"{self.name}: host process {self.pid}: {exc}") from None
+        if got != msg_id:
+            self._broken = ProtocolError(f"{self.name}: answer {got} to query {msg_id}")
+            self._signal(signal.SIGKILL)
+            raise self._broken
+        if not ok:
+            raise_remote(value)
+        return value
+
+    def _receive(self, n: int) -> bytes:
+        assert self._query is not None
+        chunks, remaining = [], n
+        while remaining:
+            chunk = self._query.recv(remaining)
+            if not chunk:
+                raise HostGone(f"{self.name}: host process {self.pid} has ended")
+            chunks.append(chunk)
+            remaining -= len(chunk)
+        return b"".join(chunks)
+
+    # -- the end ----------------------------------------------------------------------
+    def _signal(self, sig: int) -> None:
+        if self.alive and self.pid is not None:
+            try:
+                os.kill(self.pid, sig)
+            except ProcessLookupError:
+                pass
+
+    async def kill(self) -> int | None:
+        """SIGKILL, and wait until the process is gone: its pid."""
+        self._signal(signal.SIGKILL)
+        await self._reap()
+        return self.pid
+
+    async def close(self) -> None:
+        """Ask the host to exit (it stops its runtimes); kill it if it does not in time."""
+        if self.alive:
+            try:
+                await self.request("exit", {}, timeout=EXIT_TIMEOUT_S)
+                assert self._proc is not None and self._proc.stdin is not None
+                self._proc.stdin.close()
+                await asyncio.wait_for(self._proc.wait(), EXIT_TIMEOUT_S)
+            except Exception:
+                self._signal(signal.SIGKILL)
+        await self._reap()
+
+    async def _reap(self) -> None:
+        if self._proc is not None:
+            await self._proc.wait()
+            if self._proc.stdin is not None:
+                self._proc.stdin.close()
+        if self._reader is not None:
+            try:
+                await asyncio.wait_for(self._reader, EXIT_TIMEOUT_S)
+            except (TimeoutError, asyncio.CancelledError):
+                self._reader.cancel()
+        if self._query is not None:
+            self._query.close()
+            self._query = None
