@@ -78,6 +78,8 @@ def _check_spec(kind: str, spec: Mapping[str, Any]) -> None:
         raise ProtocolError(f"create.spec: unknown fields {sorted(unknown)}")
     for name, types in schema.items():
         _field(spec, name, types)
+    if not all(isinstance(g, str) for g in spec.get("gbids", ())):
+        raise ProtocolError("create.spec.gbids: expected a list of strings")
 
 
 def check_options(kind: str, options: Mapping[str, Any]) -> dict[str, Any]:

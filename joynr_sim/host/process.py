@@ -73,8 +73,7 @@ class HostProcess:
         try:
             with open(self.log_path, "ab") as log:
                 self._proc = await asyncio.create_subprocess_exec(
-                    sys.executable, "-m", "joynr_sim.host", "--query-fd", str(child_end.fileno()),
-                    "--parent-pid", str(os.getpid()),
+                    *self.command(child_end.fileno()),
                     stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=log,
                     pass_fds=(child_end.fileno(),), env=env,
                 )
@@ -95,6 +94,9 @@ class HostProcess:
             await self.kill()
             raise
         return self.pid
+
+    def command(self, query_fd: int) -> list[str]:
+        return [sys.executable, "-m", "joynr_sim.host", "--query-fd", str(query_fd), "--parent-pid", str(os.getpid())]
 
     # -- the control channel ----------------------------------------------------------
     async def request(self, op: str, args: dict[str, Any], timeout: float = REQUEST_TIMEOUT_S) -> Any:
@@ -134,6 +136,7 @@ class HostProcess:
                 msg_id, ok, value = validate_response(message)
                 if msg_id == 0:
                     problem = ProtocolError(f"{self.name}: the host refused the channel: {value.get('message')}")
+                    self._broken = problem
                     break
                 future = self._pending.get(msg_id)
                 if future is not None and not future.done():
