@@ -32,7 +32,6 @@ from .protocol import (
     QUERY_OPS,
     VERSION,
     ProtocolError,
-    decode_body,
     encode_frame,
     failure,
     read_frame,
