@@ -25,6 +25,7 @@ instances run in this process either way: they are the backend, not a runtime un
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import uuid
 from collections.abc import Callable
@@ -39,6 +40,7 @@ from .core.address import Address, WebSocketAddress
 from .core.links import LinkRegistry
 from .faults import TRACE_RUNTIME_ID, Faults, ProxiedBrokers
 from .host.handles import RemoteClusterController, RemoteLibjoynr, RemoteRuntime
+from .host.process import HostPool
 from .runtime.base import Runtime
 from .runtime.cluster_controller import ClusterController
 from .runtime.discovery import GCD_TOPIC
@@ -83,6 +85,8 @@ class Simulation:
         if not isinstance(processes, bool):
             raise ValueError(f"processes: expected true or false, got {processes!r}")
         self.processes = processes
+        # Host processes started ahead: a runtime's start need not wait for Python to start.
+        self._hosts = HostPool(self.run_dir / "log") if processes else None
         self.runtimes: dict[str, Runtime | RemoteRuntime] = {}
         # A runtime in a host process has its own clock: it follows this one's advances.
         self.clock.on_advance(self._advance_hosts)
@@ -103,6 +107,8 @@ class Simulation:
 
     async def start(self) -> None:
         """Brokers first, then a GCD instance per backend."""
+        if self._hosts is not None:
+            self._hosts.fill()
         await self.brokers.start()
         for gbid in self.gbids:
             brokers = await self._mqtt_links(gcd_runtime_id(gbid), "gcd", [gbid])
@@ -185,7 +191,7 @@ class Simulation:
                 # The link store is the CC id's file in the run directory: each process opens it.
                 cc: ClusterController | RemoteClusterController = RemoteClusterController(
                     cc_id, gbids, brokers, runtime_id=runtime_id, provisioned=provisioned,
-                    options=kwargs, **self._common(),
+                    options=kwargs, hosts=self._hosts, **self._common(),
                 )
             else:
                 cc = ClusterController(
@@ -217,7 +223,8 @@ class Simulation:
         try:
             if self.processes:
                 runtime: LibjoynrRuntime | RemoteLibjoynr = RemoteLibjoynr(
-                    runtime_id, cc.cc_id, cc_address, token=cc.admit(runtime_id), options=kwargs, **self._common()
+                    runtime_id, cc.cc_id, cc_address, token=cc.admit(runtime_id), options=kwargs, hosts=self._hosts,
+                    **self._common(),
                 )
             else:
                 runtime = LibjoynrRuntime(
@@ -250,10 +257,20 @@ class Simulation:
         await attempt(self.faults.heal_all)
         # libjoynr runtimes first, so they can still unregister through their cluster
         # controller, and the GCD instances last, so cluster controllers can unregister there.
-        order = {"libjoynr": 0, "cluster-controller": 1, "gcd": 2}
-        for runtime in sorted(self.runtimes.values(), key=lambda r: order.get(r.kind, 0)):
+        # Runtimes in host processes of one kind stop side by side: each is its own process.
+        async def stop(runtime: Runtime | RemoteRuntime) -> None:
             await attempt(runtime.stop)
             await attempt(runtime.close)
+
+        for kind in ("libjoynr", "cluster-controller", "gcd"):
+            group = [r for r in self.runtimes.values() if r.kind == kind]
+            remote = [r for r in group if isinstance(r, RemoteRuntime)]
+            await asyncio.gather(*(stop(r) for r in remote))
+            for runtime in group:
+                if not isinstance(runtime, RemoteRuntime):
+                    await stop(runtime)
+        if self._hosts is not None:
+            await attempt(self._hosts.close)
         await attempt(self.faults.close)
         await attempt(self.brokers.stop)
         for registry in self._link_registries.values():

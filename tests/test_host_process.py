@@ -52,7 +52,7 @@ async def gone_within(pid: int, seconds: float) -> bool:
 
 
 async def test_a_host_greets_and_is_gone_after_close(tmp_path):
-    host = HostProcess("h", tmp_path / "h.log")
+    host = HostProcess("h", tmp_path)
     pid = await host.spawn()
     assert exists(pid)
     assert host.query("advance", {"offset_ms": 5}) == 5  # the query channel answers at once
@@ -61,7 +61,7 @@ async def test_a_host_greets_and_is_gone_after_close(tmp_path):
 
 
 async def test_a_killed_host_is_gone_and_what_asks_it_is_told(tmp_path):
-    host = HostProcess("h", tmp_path / "h.log")
+    host = HostProcess("h", tmp_path)
     pid = await host.spawn()
     assert await host.kill() == pid
     assert not exists(pid)
@@ -72,7 +72,7 @@ async def test_a_killed_host_is_gone_and_what_asks_it_is_told(tmp_path):
 
 
 async def test_a_bad_request_is_answered_and_the_host_keeps_serving(tmp_path):
-    host = HostProcess("h", tmp_path / "h.log")
+    host = HostProcess("h", tmp_path)
     await host.spawn()
     try:
         with pytest.raises(ProtocolError, match="unknown operation 'nope'"):
@@ -89,7 +89,7 @@ async def test_a_bad_request_is_answered_and_the_host_keeps_serving(tmp_path):
 
 
 async def test_garbage_on_the_control_channel_ends_the_host_with_a_clear_error(tmp_path):
-    host = HostProcess("h", tmp_path / "h.log")
+    host = HostProcess("h", tmp_path)
     pid = await host.spawn()
     host._proc.stdin.write(b"\xff\xff\xff\xff")  # a frame longer than any allowed
     assert await asyncio.wait_for(host._proc.wait(), 10) == 2
@@ -111,7 +111,7 @@ class Impostor(HostProcess):
 
 
 async def test_a_child_answering_garbage_is_killed_and_the_caller_told(tmp_path):
-    host = Impostor(tmp_path / "i.log", "import sys, time; sys.stdout.buffer.write(b'\\0\\0\\0\\5hello');"
+    host = Impostor(tmp_path, "import sys, time; sys.stdout.buffer.write(b'\\0\\0\\0\\5hello');"
                                         "sys.stdout.flush(); time.sleep(60)")
     with pytest.raises(ProtocolError, match="broke the protocol: frame: not msgpack"):
         await host.spawn()
@@ -120,7 +120,7 @@ async def test_a_child_answering_garbage_is_killed_and_the_caller_told(tmp_path)
 
 async def test_a_child_that_never_answers_is_killed_not_waited_for(tmp_path, monkeypatch):
     monkeypatch.setattr(host_process, "SPAWN_TIMEOUT_S", 1.0)
-    host = Impostor(tmp_path / "i.log", "import time; time.sleep(60)")
+    host = Impostor(tmp_path, "import time; time.sleep(60)")
     with pytest.raises(TimeoutError, match="did not answer hello within 1 s"):
         await host.spawn()
     assert not exists(host.pid)
@@ -141,7 +141,7 @@ asyncio.run(main())
 
 
 async def test_a_host_dies_with_its_parent_even_after_a_sigkill_of_it(tmp_path):
-    parent = subprocess.Popen([sys.executable, "-c", PARENT, str(tmp_path / "o.log")], stdout=subprocess.PIPE,
+    parent = subprocess.Popen([sys.executable, "-c", PARENT, str(tmp_path)], stdout=subprocess.PIPE,
                               env={**os.environ, "PYTHONPATH": str(ROOT)}, text=True)
     try:
         pid = int(await asyncio.wait_for(asyncio.to_thread(parent.stdout.readline), 30))

@@ -30,7 +30,7 @@ from ..runtime.mqtt_endpoint import BrokerDirectory
 from ..runtime.participants import INTERFACES, ProviderSkeleton
 from ..trace import TraceWriter
 from .host import check_options
-from .process import HostGone, HostProcess
+from .process import HostGone, HostPool, HostProcess
 from .protocol import entry_from_wire, entry_to_wire, put_result_from_wire
 
 START_TIMEOUT_S = 60.0
@@ -96,8 +96,10 @@ class RemoteRuntime:
     def __init__(
         self, runtime_id: str, *, run_dir: str | Path, run_id: str, clock: SimClock, policy: str = "precedence",
         max_hops: int = 32, seed: int | None = None, options: Mapping[str, Any] | None = None,
+        hosts: HostPool | None = None,
     ) -> None:
         self.runtime_id = runtime_id
+        self.hosts = hosts
         self.run_dir = Path(run_dir)
         self.run_id = run_id
         self.clock = clock
@@ -139,8 +141,11 @@ class RemoteRuntime:
     async def _launch(self, restart: bool) -> None:
         if self.running:
             raise RuntimeError(f"runtime {self.runtime_id!r} is already running")
-        process = HostProcess(self.runtime_id, self.run_dir / "log" / f"{self.runtime_id}.host.log")
-        await process.spawn()
+        if self.hosts is not None:
+            process = await self.hosts.take(self.runtime_id)
+        else:
+            process = HostProcess(self.runtime_id, self.run_dir / "log")
+            await process.spawn()
         try:
             process.query("advance", {"offset_ms": self.clock.offset_ms})
             await process.request("create", {"runtime": self.runtime_id, "kind": self.kind, "spec": self._spec()})

@@ -15,6 +15,8 @@ controller listens where its libjoynr runtimes expect it), and constructor optio
 from __future__ import annotations
 
 import inspect
+import os
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -164,6 +166,7 @@ class Host:
                 raise ProtocolError("create.spec.cc_address: expected a WebSocketAddress")
             runtime = LibjoynrRuntime(runtime_id, spec["cc_id"], address, token=spec["token"], **common, **options)
         self.runtimes[runtime_id] = runtime
+        print(f"host {os.getpid()}: {kind} {runtime_id!r}, incarnation {spec['incarnation']}", file=sys.stderr)
         return {}
 
     async def handle(self, op: str, args: dict[str, Any]) -> Any:

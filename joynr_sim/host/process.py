@@ -48,9 +48,11 @@ class HostGone(JoynrTimeoutException):
 
 
 class HostProcess:
-    def __init__(self, name: str, log_path: Path) -> None:
+    def __init__(self, name: str, log_dir: Path) -> None:
+        """Its standard error goes to ``<log_dir>/host-<pid>.log`` (removed if it stays empty)."""
         self.name = name
-        self.log_path = log_path
+        self.log_dir = log_dir
+        self.log_path: Path | None = None
         self.pid: int | None = None
         self._proc: asyncio.subprocess.Process | None = None
         self._query: socket.socket | None = None
@@ -69,9 +71,10 @@ class HostProcess:
         parent_end, child_end = socket.socketpair()
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (_SOURCE_ROOT, env.get("PYTHONPATH")) if p)
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        starting = self.log_dir / f".host-starting-{os.getpid()}-{id(self):x}.log"
         try:
-            with open(self.log_path, "ab") as log:
+            with open(starting, "ab") as log:
                 self._proc = await asyncio.create_subprocess_exec(
                     *self.command(child_end.fileno()),
                     stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=log,
@@ -79,10 +82,13 @@ class HostProcess:
                 )
         except BaseException:
             parent_end.close()
+            starting.unlink(missing_ok=True)
             raise
         finally:
             child_end.close()
         self.pid = self._proc.pid
+        self.log_path = self.log_dir / f"host-{self.pid}.log"
+        os.replace(starting, self.log_path)
         parent_end.settimeout(QUERY_TIMEOUT_S)
         self._query = parent_end
         self._reader = asyncio.get_running_loop().create_task(self._read_answers())
@@ -231,3 +237,45 @@ class HostProcess:
         if self._query is not None:
             self._query.close()
             self._query = None
+        if self.log_path is not None and self.log_path.exists() and self.log_path.stat().st_size == 0:
+            self.log_path.unlink()  # nothing was said: no file to look at
+
+
+class HostPool:
+    """Host processes started ahead, so a runtime's start does not wait for Python to start:
+    each ``take`` hands out a greeted host and starts the next one in the background. A host
+    taken knows nothing yet; one never taken is closed with the pool."""
+
+    def __init__(self, log_dir: Path, spares: int = 2) -> None:
+        self.log_dir = log_dir
+        self.spares = spares
+        self._ready: list[asyncio.Task[HostProcess]] = []
+        self._seq = itertools.count(1)
+
+    def _spawn_one(self) -> asyncio.Task[HostProcess]:
+        async def spawn() -> HostProcess:
+            host = HostProcess(f"host-{next(self._seq)}", self.log_dir)
+            await host.spawn()
+            return host
+
+        return asyncio.get_running_loop().create_task(spawn())
+
+    def fill(self) -> None:
+        while len(self._ready) < self.spares:
+            self._ready.append(self._spawn_one())
+
+    async def take(self, name: str) -> HostProcess:
+        task = self._ready.pop(0) if self._ready else self._spawn_one()
+        self.fill()
+        host = await task
+        host.name = name
+        return host
+
+    async def close(self) -> None:
+        ready, self._ready = self._ready, []
+        for task in ready:
+            try:
+                host = await task
+            except Exception:
+                continue  # it never started: nothing is left of it
+            await host.close()

@@ -278,6 +278,7 @@ def parse_scenario(text: str, path: str | os.PathLike[str] = "<string>") -> Scen
                 cc=rt.get("cc"),
                 old_joynr=bool(rt.get("old_joynr", False)),
                 detached_timeout_ms=rt.get("detached_timeout_ms"),
+                remove_stale_delay_ms=rt.get("remove_stale_delay_ms") or 0,
             )
             for rt in data["runtimes"]
         ),

@@ -66,6 +66,8 @@ class RuntimeSpec:
     old_joynr: bool  # a cluster controller that speaks the GCD's old (single-backend) API
     # A cluster controller's broker sessions detached this long are purged (None: never).
     detached_timeout_ms: int | None = None
+    # How long a cluster controller waits after each start before its removeStale.
+    remove_stale_delay_ms: int = 0
 
     @property
     def is_cluster_controller(self) -> bool:

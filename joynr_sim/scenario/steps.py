@@ -50,6 +50,7 @@ class ScenarioRunner:
                 await self.sim.cluster_controller(
                     spec.cc_id or spec.id, list(spec.gbids) or None, runtime_id=spec.id,
                     old_joynr=spec.old_joynr, detached_timeout_ms=spec.detached_timeout_ms,
+                    remove_stale_delay_ms=spec.remove_stale_delay_ms,
                 )
         for spec in self.scenario.runtimes:
             if not spec.is_cluster_controller:
