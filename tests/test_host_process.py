@@ -15,6 +15,7 @@ import pytest
 
 import trace_schema
 from joynr_sim.core.discovery import DEFAULT_EXPIRY_MS
+from joynr_sim.core.policies import PrecedencePolicy
 from joynr_sim.host import process as host_process
 from joynr_sim.host.process import HostGone, HostProcess
 from joynr_sim.host.protocol import ProtocolError
@@ -217,3 +218,9 @@ async def test_a_provider_of_ones_own_needs_the_runtime_in_this_process(tmp_path
         await cc1.register_provider("d", "joynrsim/Echo", Mine(), participant_id="mine", scope="LOCAL")
         proxy = await cc1.discover_proxy("joynrsim/Echo", "d", scope="LOCAL_ONLY")
         assert await proxy.call("echo", "x") == "X"
+
+
+async def test_a_policy_object_needs_the_runtime_in_this_process(tmp_path):
+    async with Simulation(tmp_path, gbids=["gbid1"], policy=PrecedencePolicy()) as sim:
+        with pytest.raises(TypeError, match=r"policy object PrecedencePolicy, use Simulation\(processes=False\)"):
+            await sim.cluster_controller("cc1")

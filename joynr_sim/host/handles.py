@@ -98,6 +98,11 @@ class RemoteRuntime:
         max_hops: int = 32, seed: int | None = None, options: Mapping[str, Any] | None = None,
         hosts: HostPool | None = None,
     ) -> None:
+        if not isinstance(policy, str):
+            raise TypeError(
+                f"policy: {runtime_id} runs in its own process, which is given a policy by name; for the policy "
+                f"object {type(policy).__name__}, use Simulation(processes=False)"
+            )
         self.runtime_id = runtime_id
         self.hosts = hosts
         self.run_dir = Path(run_dir)
