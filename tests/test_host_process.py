@@ -65,7 +65,7 @@ async def test_a_killed_host_is_gone_and_what_asks_it_is_told(tmp_path):
     host = HostProcess("h", tmp_path)
     pid = await host.spawn()
     assert await host.kill() == pid
-    assert not exists(pid)
+    assert not exists(pid) and host.exitcode == -9
     with pytest.raises(HostGone, match=f"host process {pid} has ended"):
         await host.request("hello", {"version": 1})
     with pytest.raises(HostGone):
@@ -92,8 +92,9 @@ async def test_a_bad_request_is_answered_and_the_host_keeps_serving(tmp_path):
 async def test_garbage_on_the_control_channel_ends_the_host_with_a_clear_error(tmp_path):
     host = HostProcess("h", tmp_path)
     pid = await host.spawn()
-    host._proc.stdin.write(b"\xff\xff\xff\xff")  # a frame longer than any allowed
-    assert await asyncio.wait_for(host._proc.wait(), 10) == 2
+    host._writer.write(b"\xff\xff\xff\xff")  # a frame longer than any allowed
+    await asyncio.wait_for(host._child.wait(), 10)
+    assert host.exitcode == 2
     with pytest.raises(ProtocolError, match="refused the channel: frame: length"):
         await host.request("hello", {"version": 1})
     await host.close()
@@ -107,13 +108,14 @@ class Impostor(HostProcess):
         super().__init__("impostor", log)
         self.script = script
 
-    def command(self, query_fd: int) -> list[str]:
+    def command(self) -> list[str]:
         return [sys.executable, "-c", self.script]
 
 
 async def test_a_child_answering_garbage_is_killed_and_the_caller_told(tmp_path):
-    host = Impostor(tmp_path, "import sys, time; sys.stdout.buffer.write(b'\\0\\0\\0\\5hello');"
-                                        "sys.stdout.flush(); time.sleep(60)")
+    # argv: -c --control-fd N --query-fd M
+    host = Impostor(tmp_path, "import os, sys, time; os.write(int(sys.argv[2]), b'\\0\\0\\0\\5hello');"
+                              "time.sleep(60)")
     with pytest.raises(ProtocolError, match="broke the protocol: frame: not msgpack"):
         await host.spawn()
     assert not exists(host.pid)

@@ -1,14 +1,14 @@
-"""A host process: ``python -m joynr_sim.host --query-fd N --parent-pid P``.
+"""A host process: ``python -m joynr_sim.host --control-fd N --query-fd M``, or forked by
+the runner's fork server (``host_main``).
 
-Its runtimes are driven by the process that started it over two channels speaking the
-control protocol (``joynr_sim.host.protocol``): standard input and output carry requests
-that may wait on the network (start, calls, discovery), each answered when done and in any
-order; the socket ``--query-fd`` carries requests that answer at once (routing-table
-queries, the clock), one after the other, so the runner can ask them without waiting on
-its own event loop. Standard output carries frames only; whatever else is printed goes to
-standard error, which the runner sends to a log file.
+Its runtimes are driven by the process that started it over two sockets speaking the
+control protocol (``joynr_sim.host.protocol``): the control channel carries requests that
+may wait on the network (start, calls, discovery), each answered when done and in any
+order; the query channel carries requests that answer at once (routing-table queries, the
+clock), one after the other, so the runner can ask them without waiting on its own event
+loop.
 
-The process dies with its parent: end of file on standard input, or the kernel's
+The process dies with its parent: end of file on the control channel, or the kernel's
 parent-death signal (SIGKILL), so no host outlives the runner even after a SIGKILL of it.
 A frame that breaks the protocol is answered with id 0 and ends the process (exit 2): the
 stream cannot be trusted past it.
@@ -24,7 +24,7 @@ import os
 import signal
 import socket
 import sys
-from typing import Any
+from typing import Any, NoReturn
 
 from ..clock import SimClock
 from .host import Host
@@ -40,13 +40,6 @@ from .protocol import (
 )
 
 PR_SET_PDEATHSIG = 1
-
-
-def _die_with_parent(parent_pid: int) -> None:
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-    if os.getppid() != parent_pid:  # the parent went before the signal was armed
-        os._exit(0)
 
 
 class Server:
@@ -104,21 +97,11 @@ class Server:
         self.done.set()  # end of file or a broken stream: the runner has gone
 
 
-async def _open_stdio() -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+async def serve(control_fd: int, query_fd: int) -> int:
     loop = asyncio.get_running_loop()
-    out = os.fdopen(os.dup(1), "wb", buffering=0)
-    os.dup2(2, 1)  # a stray print must not corrupt the frames
-    reader = asyncio.StreamReader(limit=2**16)
-    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
-    transport, protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, out)
-    return reader, asyncio.StreamWriter(transport, protocol, None, loop)
-
-
-async def serve(query_fd: int) -> int:
-    control_reader, control_writer = await _open_stdio()
-    query_reader, query_writer = await asyncio.open_connection(sock=socket.socket(fileno=query_fd))
+    control_reader, control_writer = await asyncio.open_connection(sock=socket.socket(fileno=control_fd), limit=2**16)
+    query_reader, query_writer = await asyncio.open_connection(sock=socket.socket(fileno=query_fd), limit=2**16)
     server = Server(Host(SimClock()))
-    loop = asyncio.get_running_loop()
     channels = [loop.create_task(server.serve(control_reader, control_writer, query=False)),
                 loop.create_task(server.serve(query_reader, query_writer, query=True))]
     await server.done.wait()
@@ -130,18 +113,35 @@ async def serve(query_fd: int) -> int:
     return server.exit_code
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m joynr_sim.host", description=__doc__.splitlines()[0])
-    parser.add_argument("--query-fd", type=int, required=True, help="the query channel's socket")
-    parser.add_argument("--parent-pid", type=int, required=True, help="die when this process is gone")
-    args = parser.parse_args(argv)
-    _die_with_parent(args.parent_pid)
+def run(control_fd: int, query_fd: int) -> NoReturn:
+    """Serve until the runner says exit or goes; then end at once."""
+    # Die with the parent (the runner, or the fork server that forked this host).
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     # Ctrl-C at the terminal reaches the whole process group: the runner stops its hosts itself.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    code = asyncio.run(serve(args.query_fd))
+    code = asyncio.run(serve(control_fd, query_fd))
     sys.stderr.flush()
     # Not a normal exit: paho's threads of a runtime that was not stopped must not keep it alive.
     os._exit(code)
+
+
+def host_main(control: socket.socket, query: socket.socket, log_dir: str) -> NoReturn:
+    """The entry of a host forked by the runner's fork server: standard output and error
+    go to ``<log_dir>/host-<pid>.log``."""
+    log = os.open(os.path.join(log_dir, f"host-{os.getpid()}.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+    os.close(log)
+    run(control.detach(), query.detach())
+
+
+def main(argv: list[str] | None = None) -> NoReturn:
+    parser = argparse.ArgumentParser(prog="python -m joynr_sim.host", description=__doc__.splitlines()[0])
+    parser.add_argument("--control-fd", type=int, required=True, help="the control channel's socket")
+    parser.add_argument("--query-fd", type=int, required=True, help="the query channel's socket")
+    args = parser.parse_args(argv)
+    run(args.control_fd, args.query_fd)
 
 
 if __name__ == "__main__":

@@ -11,16 +11,20 @@ error and is killed, never left hanging.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
+import multiprocessing
+import multiprocessing.spawn
 import os
 import signal
 import socket
-import sys
 import threading
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from ..core.errors import JoynrTimeoutException
+from .__main__ import host_main
 from .protocol import (
     HEADER,
     VERSION,
@@ -42,9 +46,96 @@ EXIT_TIMEOUT_S = 10.0
 _SOURCE_ROOT = str(Path(__file__).resolve().parent.parent.parent)
 
 
+_STARTING = threading.Lock()  # hosts start from worker threads, one at a time
+_PREPARATION_DATA = multiprocessing.spawn.get_preparation_data
+
+
 class HostGone(JoynrTimeoutException):
     """The host process ended (killed, or it exited) while something waited on it; to a
     caller it is what a crashed runtime's pending call is: a timeout."""
+
+
+class _Child(Protocol):
+    pid: int | None
+    exitcode: int | None  # once waited for; a negative number is the signal that ended it
+
+    def alive(self) -> bool: ...
+
+    async def wait(self) -> None: ...
+
+
+@contextlib.contextmanager
+def _without_main() -> Iterator[None]:
+    """A forked host runs ``host_main`` and needs nothing of the runner's main module; but
+    multiprocessing would import it again in the child (as ``__mp_main__``), running a
+    script without an ``if __name__ == "__main__"`` guard a second time. So the data the
+    child prepares itself from leaves the main module out while the host starts (under a
+    lock: hosts start from worker threads)."""
+    original = _PREPARATION_DATA
+
+    def prepared(name: str) -> dict[str, Any]:
+        data = original(name)
+        data.pop("init_main_from_name", None)
+        data.pop("init_main_from_path", None)
+        return data
+
+    with _STARTING:
+        multiprocessing.spawn.get_preparation_data = prepared
+        try:
+            yield
+        finally:
+            multiprocessing.spawn.get_preparation_data = original
+
+
+class _ForkedChild:
+    """A host forked from the runner's fork server, which has imported joynr-sim once: a
+    start costs a fork, not a Python start (``multiprocessing``'s forkserver; it exits when
+    the runner does, and its children have the parent-death signal armed)."""
+
+    def __init__(self, control: socket.socket, query: socket.socket, log_dir: Path) -> None:
+        context = multiprocessing.get_context("forkserver")
+        context.set_forkserver_preload(["joynr_sim.host.__main__"])
+        self._process = context.Process(target=host_main, args=(control, query, str(log_dir)), daemon=False)
+        with _without_main():
+            self._process.start()
+        self.pid = self._process.pid
+        self.exitcode: int | None = None
+        self._reaped = False
+
+    def alive(self) -> bool:
+        return not self._reaped and self._process.exitcode is None
+
+    async def wait(self) -> None:
+        if self._reaped:
+            return
+        loop = asyncio.get_running_loop()
+        ended = loop.create_future()
+        sentinel = self._process.sentinel
+        loop.add_reader(sentinel, lambda: ended.done() or ended.set_result(None))
+        try:
+            if self.alive():
+                await ended
+        finally:
+            loop.remove_reader(sentinel)
+        self._process.join()
+        self.exitcode = self._process.exitcode
+        self._process.close()
+        self._reaped = True
+
+
+class _ExecutedChild:
+    """A host started as a program of its own (``HostProcess.command``)."""
+
+    def __init__(self, process: asyncio.subprocess.Process) -> None:
+        self._process = process
+        self.pid = process.pid
+        self.exitcode: int | None = None
+
+    def alive(self) -> bool:
+        return self._process.returncode is None
+
+    async def wait(self) -> None:
+        self.exitcode = await self._process.wait()
 
 
 class HostProcess:
@@ -54,7 +145,8 @@ class HostProcess:
         self.log_dir = log_dir
         self.log_path: Path | None = None
         self.pid: int | None = None
-        self._proc: asyncio.subprocess.Process | None = None
+        self._child: _Child | None = None
+        self._writer: asyncio.StreamWriter | None = None
         self._query: socket.socket | None = None
         self._query_lock = threading.Lock()  # a clock advance may come from another thread
         self._ids = itertools.count(1)  # id 0 is the channel's own: a protocol break
@@ -64,34 +156,53 @@ class HostProcess:
 
     @property
     def alive(self) -> bool:
-        return self._proc is not None and self._proc.returncode is None
+        return self._child is not None and self._child.alive()
+
+    @property
+    def exitcode(self) -> int | None:
+        return self._child.exitcode if self._child is not None else None
+
+    def command(self) -> list[str] | None:
+        """The program to run as the host, given ``--control-fd`` and ``--query-fd``; None
+        (the default) forks it from the fork server instead."""
+        return None
 
     async def spawn(self) -> int:
         """Start the process and greet it; its pid."""
-        parent_end, child_end = socket.socketpair()
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (_SOURCE_ROOT, env.get("PYTHONPATH")) if p)
+        control, control_child = socket.socketpair()
+        query, query_child = socket.socketpair()
         self.log_dir.mkdir(parents=True, exist_ok=True)
         starting = self.log_dir / f".host-starting-{os.getpid()}-{id(self):x}.log"
         try:
-            with open(starting, "ab") as log:
-                self._proc = await asyncio.create_subprocess_exec(
-                    *self.command(child_end.fileno()),
-                    stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=log,
-                    pass_fds=(child_end.fileno(),), env=env,
-                )
+            command = self.command()
+            if command is None:
+                # Off the event loop: the first fork waits for the fork server to start.
+                self._child = await asyncio.to_thread(_ForkedChild, control_child, query_child, self.log_dir)
+            else:
+                fds = (control_child.fileno(), query_child.fileno())
+                env = dict(os.environ)
+                env["PYTHONPATH"] = os.pathsep.join(p for p in (_SOURCE_ROOT, env.get("PYTHONPATH")) if p)
+                with open(starting, "ab") as log:
+                    self._child = _ExecutedChild(await asyncio.create_subprocess_exec(
+                        *command, "--control-fd", str(fds[0]), "--query-fd", str(fds[1]),
+                        stdin=asyncio.subprocess.DEVNULL, stdout=log, stderr=log, pass_fds=fds, env=env,
+                    ))
         except BaseException:
-            parent_end.close()
+            control.close()
+            query.close()
             starting.unlink(missing_ok=True)
             raise
         finally:
-            child_end.close()
-        self.pid = self._proc.pid
+            control_child.close()
+            query_child.close()
+        self.pid = self._child.pid
         self.log_path = self.log_dir / f"host-{self.pid}.log"
-        os.replace(starting, self.log_path)
-        parent_end.settimeout(QUERY_TIMEOUT_S)
-        self._query = parent_end
-        self._reader = asyncio.get_running_loop().create_task(self._read_answers())
+        if starting.exists():
+            os.replace(starting, self.log_path)
+        query.settimeout(QUERY_TIMEOUT_S)
+        self._query = query
+        reader, self._writer = await asyncio.open_connection(sock=control, limit=2**16)
+        self._reader = asyncio.get_running_loop().create_task(self._read_answers(reader))
         try:
             hello = await self.request("hello", {"version": VERSION}, timeout=SPAWN_TIMEOUT_S)
             if not isinstance(hello, dict) or hello.get("pid") != self.pid:
@@ -101,22 +212,19 @@ class HostProcess:
             raise
         return self.pid
 
-    def command(self, query_fd: int) -> list[str]:
-        return [sys.executable, "-m", "joynr_sim.host", "--query-fd", str(query_fd), "--parent-pid", str(os.getpid())]
-
     # -- the control channel ----------------------------------------------------------
     async def request(self, op: str, args: dict[str, Any], timeout: float = REQUEST_TIMEOUT_S) -> Any:
         if self._broken is not None:
             raise self._broken
         if not self.alive:
             raise HostGone(f"{self.name}: host process {self.pid} has ended")
-        assert self._proc is not None and self._proc.stdin is not None
+        assert self._writer is not None
         msg_id = next(self._ids)
         future = asyncio.get_running_loop().create_future()
         self._pending[msg_id] = future
         try:
-            self._proc.stdin.write(encode_frame(request(msg_id, op, args)))
-            await self._proc.stdin.drain()
+            self._writer.write(encode_frame(request(msg_id, op, args)))
+            await self._writer.drain()
             answer = await asyncio.wait_for(future, timeout)
         except (ConnectionError, BrokenPipeError):
             raise HostGone(f"{self.name}: host process {self.pid} has ended") from None
@@ -130,12 +238,11 @@ class HostProcess:
             raise_remote(value)
         return value
 
-    async def _read_answers(self) -> None:
-        assert self._proc is not None and self._proc.stdout is not None
+    async def _read_answers(self, reader: asyncio.StreamReader) -> None:
         problem: BaseException
         try:
             while True:
-                message = await read_frame(self._proc.stdout)
+                message = await read_frame(reader)
                 if message is None:
                     problem = HostGone(f"{self.name}: host process {self.pid} has ended")
                     break
@@ -217,18 +324,17 @@ class HostProcess:
         if self.alive:
             try:
                 await self.request("exit", {}, timeout=EXIT_TIMEOUT_S)
-                assert self._proc is not None and self._proc.stdin is not None
-                self._proc.stdin.close()
-                await asyncio.wait_for(self._proc.wait(), EXIT_TIMEOUT_S)
+                assert self._child is not None
+                await asyncio.wait_for(self._child.wait(), EXIT_TIMEOUT_S)
             except Exception:
                 self._signal(signal.SIGKILL)
         await self._reap()
 
     async def _reap(self) -> None:
-        if self._proc is not None:
-            await self._proc.wait()
-            if self._proc.stdin is not None:
-                self._proc.stdin.close()
+        if self._child is not None:
+            await self._child.wait()
+        if self._writer is not None:
+            self._writer.close()
         if self._reader is not None:
             try:
                 await asyncio.wait_for(self._reader, EXIT_TIMEOUT_S)
@@ -242,11 +348,12 @@ class HostProcess:
 
 
 class HostPool:
-    """Host processes started ahead, so a runtime's start does not wait for Python to start:
-    each ``take`` hands out a greeted host and starts the next one in the background. A host
-    taken knows nothing yet; one never taken is closed with the pool."""
+    """Host processes started ahead, so a runtime's start does not wait for one: each
+    ``take`` hands out a greeted host and starts the next one in the background (the first
+    also starts the fork server while the brokers start). A host taken knows nothing yet;
+    one never taken is closed with the pool."""
 
-    def __init__(self, log_dir: Path, spares: int = 2) -> None:
+    def __init__(self, log_dir: Path, spares: int = 1) -> None:
         self.log_dir = log_dir
         self.spares = spares
         self._ready: list[asyncio.Task[HostProcess]] = []
