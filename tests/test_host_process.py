@@ -101,6 +101,23 @@ async def test_garbage_on_the_control_channel_ends_the_host_with_a_clear_error(t
     assert not exists(pid)
 
 
+class Program(HostProcess):
+    """The host started as a program of its own, as on a machine without a runner."""
+
+    def command(self) -> list[str]:
+        return [sys.executable, "-m", "joynr_sim.host"]
+
+
+async def test_the_host_program_speaks_the_same_protocol(tmp_path):
+    host = Program("program", tmp_path)
+    pid = await host.spawn()
+    assert host.query("advance", {"offset_ms": 7}) == 7
+    with pytest.raises(ProtocolError, match="unknown operation"):
+        await host.request("nope", {})
+    await host.close()
+    assert not exists(pid) and host.exitcode == 0
+
+
 class Impostor(HostProcess):
     """A child that speaks something else than the control protocol."""
 
