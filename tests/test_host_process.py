@@ -20,8 +20,10 @@ from joynr_sim.host import process as host_process
 from joynr_sim.host.process import HostGone, HostProcess
 from joynr_sim.host.protocol import ProtocolError
 from joynr_sim.runtime.participants import EchoProvider
+from joynr_sim.scenario.loader import load_scenario
+from joynr_sim.scenario.runner import run_scenario
 from joynr_sim.simulation import Simulation
-from joynr_sim.trace import read_events
+from joynr_sim.trace import read_events, read_run
 
 pytestmark = pytest.mark.e2e
 
@@ -243,3 +245,18 @@ async def test_a_policy_object_needs_the_runtime_in_this_process(tmp_path):
     async with Simulation(tmp_path, gbids=["gbid1"], policy=PrecedencePolicy()) as sim:
         with pytest.raises(TypeError, match=r"policy object PrecedencePolicy, use Simulation\(processes=False\)"):
             await sim.cluster_controller("cc1")
+
+
+async def test_a_crash_in_a_scenario_kills_a_real_process(tmp_path):
+    scenario = load_scenario(ROOT / "scenarios" / "cc-crash-with-requests-in-flight.yaml")
+    result = await run_scenario(scenario, tmp_path)
+    assert result.passed, (result.error, result.failed_step)
+    crashes = [e for e in read_run(result.run_dir) if e["ev"] == "life.crash" and e["kind"] != "broker"]
+    assert crashes
+    for event in crashes:
+        jsonschema.validate(event, trace_schema.json_schema("life.crash"))
+        assert isinstance(event["pid"], int) and event["pid"] != os.getpid()
+        assert not exists(event["pid"]), event
+    # Every process of the run is gone: the ones that were killed and the ones that stopped.
+    starts = [int(p.stem.split("-")[1]) for p in (Path(result.run_dir) / "log").glob("host-*.log")]
+    assert len(starts) > len(crashes) and not [pid for pid in starts if exists(pid)]
