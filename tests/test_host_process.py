@@ -15,6 +15,7 @@ import pytest
 
 import trace_schema
 from joynr_sim.core.discovery import DEFAULT_EXPIRY_MS
+from joynr_sim.core.errors import JoynrTimeoutException
 from joynr_sim.core.policies import PrecedencePolicy
 from joynr_sim.host import process as host_process
 from joynr_sim.host.process import HostGone, HostProcess
@@ -184,9 +185,18 @@ async def test_a_crash_kills_the_process_and_a_restart_knows_only_what_was_persi
         await cc2.register_provider("d", "joynrsim/Echo", EchoProvider(), participant_id="echo")
         proxy = await app.discover_proxy("joynrsim/Echo", "d")
         assert await proxy.call("echo", "before") == "before"
+        # A call pending when its runtime's process dies ends as in one process.
+        pending = asyncio.ensure_future(app.request(proxy.participant_id, "nobody", "echo", ["x"], 60_000))
+        await asyncio.sleep(0.1)
+        killed_app = app.pid
+        await app.restart()
+        with pytest.raises(JoynrTimeoutException, match="^runtime went down$"):
+            await pending
+        proxy = await app.discover_proxy("joynrsim/Echo", "d")
         assert cc1.table.lookup("echo").address.topic == "cc2"  # learned from the GCD, in memory only
         pids = {cc1.pid, cc2.pid, app.pid}
         assert len(pids) == 3 and os.getpid() not in pids
+        pids.add(killed_app)
 
         killed = cc1.pid
         await cc1.crash()

@@ -46,6 +46,9 @@ EXIT_TIMEOUT_S = 10.0
 _SOURCE_ROOT = str(Path(__file__).resolve().parent.parent.parent)
 
 
+# What a call pending when its host ended fails with: the words a runtime in the runner's
+# process uses for its pending calls when it goes down (``Runtime._halt``).
+RUNTIME_WENT_DOWN = "runtime went down"
 _STARTING = threading.Lock()  # hosts start from worker threads, one at a time
 _PREPARATION_DATA = multiprocessing.spawn.get_preparation_data
 
@@ -244,7 +247,7 @@ class HostProcess:
             while True:
                 message = await read_frame(reader)
                 if message is None:
-                    problem = HostGone(f"{self.name}: host process {self.pid} has ended")
+                    problem = HostGone(RUNTIME_WENT_DOWN)
                     break
                 msg_id, ok, value = validate_response(message)
                 if msg_id == 0:
@@ -258,8 +261,8 @@ class HostProcess:
             problem = ProtocolError(f"{self.name}: host process {self.pid} broke the protocol: {exc}")
             self._broken = problem
             self._signal(signal.SIGKILL)
-        except (ConnectionError, OSError) as exc:
-            problem = HostGone(f"{self.name}: host process {self.pid}: {exc}")
+        except (ConnectionError, OSError):
+            problem = HostGone(RUNTIME_WENT_DOWN)
         for future in self._pending.values():
             if not future.done():
                 future.set_exception(problem)
