@@ -6,8 +6,10 @@ one round trip at a time. Both are measured one call at a time, so the ratio is 
 of joynr routing (two WebSocket hops and four routing decisions per direction) on top of
 the broker round trip.
 
-The simulation runs with its fault proxies (the default): every hop crosses one more
-loopback connection. One more row compares that call rate with a simulation without them.
+The simulation runs with its fault proxies and every runtime in a host process of its own
+(the defaults): every hop crosses one more loopback connection, and the proxy's call
+crosses the control channel to its host. Two more rows compare that call rate with a
+simulation without the proxies and with the runtimes in the runner's process.
 """
 
 from __future__ import annotations
@@ -71,11 +73,12 @@ def _raw_round_trips(sim: Simulation, gbid: str, n: int) -> list[float]:
     return samples
 
 
-async def _calls(broker: str, n: int, faults: bool, raw_too: bool) -> tuple[list[float], list[float]]:
+async def _calls(broker: str, n: int, faults: bool, raw_too: bool,
+                 processes: bool = True) -> tuple[list[float], list[float]]:
     """Seconds per call, one at a time; and, when asked, raw paho round trips next to them."""
     raw: list[float] = []
     with tempfile.TemporaryDirectory() as tmp:
-        async with Simulation(Path(tmp), gbids=["gbid1"], broker=broker, faults=faults) as sim:
+        async with Simulation(Path(tmp), gbids=["gbid1"], broker=broker, faults=faults, processes=processes) as sim:
             cc1 = await sim.cluster_controller(
                 "cc1", ["gbid1"], provisioned=[("echo", MqttAddress("gbid1", "cc2"), True)]
             )
@@ -99,6 +102,7 @@ async def _calls(broker: str, n: int, faults: bool, raw_too: bool) -> tuple[list
 async def _measure(broker: str, n: int) -> list[dict]:
     e2e, raw = await _calls(broker, n, faults=True, raw_too=True)
     direct, _ = await _calls(broker, n, faults=False, raw_too=False)
+    in_process, _ = await _calls(broker, n, faults=True, raw_too=False, processes=False)
     rows = []
     for name, samples in (("raw paho round trip", raw), ("joynr-sim request/reply", e2e)):
         rate = len(samples) / sum(samples)
@@ -115,6 +119,12 @@ async def _measure(broker: str, n: int) -> list[dict]:
         "group": broker,
         "name": "request/reply with fault proxies ÷ without",
         "value": (len(e2e) / sum(e2e)) / (len(direct) / sum(direct)),
+        "unit": "ratio",
+    })
+    rows.append({
+        "group": broker,
+        "name": "request/reply in host processes ÷ in the runner's process",
+        "value": (len(e2e) / sum(e2e)) / (len(in_process) / sum(in_process)),
         "unit": "ratio",
     })
     return rows

@@ -1,7 +1,9 @@
 """Simulated time: the wall clock plus whatever a scenario has advanced it by.
 
 Every runtime of a run shares one clock, so expiry dates, trace timestamps and purges
-agree; advancing the clock lets a scenario expire entries without sleeping.
+agree; advancing the clock lets a scenario expire entries without sleeping. A runtime in a
+host process has a clock of its own that the runner keeps at the same offset
+(``advance_to``): the wall clock is the machine's, so both read the same time.
 """
 
 from __future__ import annotations
@@ -32,6 +34,14 @@ class SimClock:
         for listener in list(self._listeners):
             listener(now)
         return now
+
+    @property
+    def offset_ms(self) -> int:
+        return self._offset_ms
+
+    def advance_to(self, offset_ms: int) -> int:
+        """Jump to an offset another clock has reached (never back)."""
+        return self.advance(max(0, offset_ms - self._offset_ms))
 
     def on_advance(self, listener: Callable[[int], None]) -> Callable[[], None]:
         self._listeners.append(listener)

@@ -13,10 +13,19 @@ With ``faults=True`` (the default) every link goes through its own fault proxy o
 (``joynr_sim.faults``): each MQTT connection of a cluster controller or GCD instance, and
 each libjoynr runtime's WebSocket to its cluster controller. ``sim.faults`` partitions,
 blackholes, delays and heals them; the faults trace as runtime ``faults``.
+
+With ``processes=True`` (the default) every cluster controller and every libjoynr runtime
+runs in a host process of its own (``joynr_sim.host``), driven over the control protocol:
+a crash is SIGKILL of that process and a restart a new process that knows only what was
+persisted. The objects handed out (``RemoteClusterController``, ``RemoteLibjoynr``) answer
+what the in-process runtimes do. ``processes=False`` keeps every runtime in this process,
+for tests that look inside a runtime or providers implemented in the test itself. The GCD
+instances run in this process either way: they are the backend, not a runtime under test.
 """
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import uuid
 from collections.abc import Callable
@@ -30,6 +39,8 @@ from .clock import SimClock
 from .core.address import Address, WebSocketAddress
 from .core.links import LinkRegistry
 from .faults import TRACE_RUNTIME_ID, Faults, ProxiedBrokers
+from .host.handles import RemoteClusterController, RemoteLibjoynr, RemoteRuntime
+from .host.process import HostPool
 from .runtime.base import Runtime
 from .runtime.cluster_controller import ClusterController
 from .runtime.discovery import GCD_TOPIC
@@ -54,6 +65,7 @@ class Simulation:
         seed: int | None = None,
         gcd_last_seen_timeout_ms: int | None = None,
         faults: bool = True,
+        processes: bool = True,
     ) -> None:
         self.run_dir = Path(run_dir)
         self.gcd_last_seen_timeout_ms = gcd_last_seen_timeout_ms
@@ -70,7 +82,14 @@ class Simulation:
             run_dir=self.run_dir,
             trace=TraceWriter(self.run_dir, self.run_id, "brokers", "broker", self.clock),
         )
-        self.runtimes: dict[str, Runtime] = {}
+        if not isinstance(processes, bool):
+            raise ValueError(f"processes: expected true or false, got {processes!r}")
+        self.processes = processes
+        # Host processes started ahead: a runtime's start need not wait for Python to start.
+        self._hosts = HostPool(self.run_dir / "log") if processes else None
+        self.runtimes: dict[str, Runtime | RemoteRuntime] = {}
+        # A runtime in a host process has its own clock: it follows this one's advances.
+        self.clock.on_advance(self._advance_hosts)
         # All GCD instances share one store: SQLite in the run directory unless a URL is given.
         self.gcd_store = gcd_store or str(self.run_dir / "gcd.sqlite")
         self.gcds: dict[str, GcdService] = {}
@@ -88,6 +107,8 @@ class Simulation:
 
     async def start(self) -> None:
         """Brokers first, then a GCD instance per backend."""
+        if self._hosts is not None:
+            self._hosts.fill()
         await self.brokers.start()
         for gbid in self.gbids:
             brokers = await self._mqtt_links(gcd_runtime_id(gbid), "gcd", [gbid])
@@ -114,6 +135,11 @@ class Simulation:
             policy=self.policy, max_hops=self.max_hops, seed=self.seed,
         )
 
+    def _advance_hosts(self, now_ms: int) -> None:
+        for runtime in list(self.runtimes.values()):
+            if isinstance(runtime, RemoteRuntime):
+                runtime.advance(self.clock.offset_ms)
+
     def link_registry(self, cc_id: str, detached_timeout_ms: int | None = None) -> LinkRegistry:
         """The broker sessions of a CC id: one link store, shared by every runtime started
         with that id (as if its persistence file had been copied); each runtime opens its
@@ -124,7 +150,7 @@ class Simulation:
             )
         return self._link_registries[cc_id]
 
-    def _adopt(self, runtime: Runtime) -> None:
+    def _adopt(self, runtime: Runtime | RemoteRuntime) -> None:
         self._check_new(runtime.runtime_id)
         self.runtimes[runtime.runtime_id] = runtime
 
@@ -157,16 +183,23 @@ class Simulation:
         provisioned: list[tuple[str, Address, bool]] = (),
         start: bool = True,
         **kwargs: Any,
-    ) -> ClusterController:
+    ) -> ClusterController | RemoteClusterController:
         gbids = list(gbids or self.gbids)
         brokers = await self._mqtt_links(runtime_id or cc_id, "cluster-controller", gbids)
         try:
-            cc = ClusterController(
-                cc_id, gbids, brokers, runtime_id=runtime_id,
-                provisioned=provisioned,
-                link_registry=self.link_registry(cc_id, kwargs.pop("detached_timeout_ms", None)),
-                **self._common(), **kwargs,
-            )
+            if self.processes:
+                # The link store is the CC id's file in the run directory: each process opens it.
+                cc: ClusterController | RemoteClusterController = RemoteClusterController(
+                    cc_id, gbids, brokers, runtime_id=runtime_id, provisioned=provisioned,
+                    options=kwargs, hosts=self._hosts, **self._common(),
+                )
+            else:
+                cc = ClusterController(
+                    cc_id, gbids, brokers, runtime_id=runtime_id,
+                    provisioned=provisioned,
+                    link_registry=self.link_registry(cc_id, kwargs.pop("detached_timeout_ms", None)),
+                    **self._common(), **kwargs,
+                )
         except BaseException:
             await self.faults.forget(runtime_id or cc_id)
             raise
@@ -176,8 +209,9 @@ class Simulation:
         return cc
 
     async def libjoynr(
-        self, runtime_id: str, cc: ClusterController, *, start: bool = True, **kwargs: Any
-    ) -> LibjoynrRuntime:
+        self, runtime_id: str, cc: ClusterController | RemoteClusterController, *, start: bool = True,
+        **kwargs: Any,
+    ) -> LibjoynrRuntime | RemoteLibjoynr:
         if not cc.running:
             raise ValueError(f"cc: cluster controller {cc.runtime_id!r} must run before its libjoynr runtimes")
         self._check_new(runtime_id)
@@ -187,9 +221,15 @@ class Simulation:
             proxy = await self.faults.websocket_link(runtime_id, lambda: (cc_address.host, cc.ws_port))
             cc_address = WebSocketAddress("WS", proxy.address[0], proxy.address[1], "/")
         try:
-            runtime = LibjoynrRuntime(
-                runtime_id, cc.cc_id, cc_address, token=cc.admit(runtime_id), **self._common(), **kwargs
-            )
+            if self.processes:
+                runtime: LibjoynrRuntime | RemoteLibjoynr = RemoteLibjoynr(
+                    runtime_id, cc.cc_id, cc_address, token=cc.admit(runtime_id), options=kwargs, hosts=self._hosts,
+                    **self._common(),
+                )
+            else:
+                runtime = LibjoynrRuntime(
+                    runtime_id, cc.cc_id, cc_address, token=cc.admit(runtime_id), **self._common(), **kwargs
+                )
         except BaseException:
             await self.faults.forget(runtime_id)
             raise
@@ -217,10 +257,20 @@ class Simulation:
         await attempt(self.faults.heal_all)
         # libjoynr runtimes first, so they can still unregister through their cluster
         # controller, and the GCD instances last, so cluster controllers can unregister there.
-        order = {"libjoynr": 0, "cluster-controller": 1, "gcd": 2}
-        for runtime in sorted(self.runtimes.values(), key=lambda r: order.get(r.kind, 0)):
+        # Runtimes in host processes of one kind stop side by side: each is its own process.
+        async def stop(runtime: Runtime | RemoteRuntime) -> None:
             await attempt(runtime.stop)
             await attempt(runtime.close)
+
+        for kind in ("libjoynr", "cluster-controller", "gcd"):
+            group = [r for r in self.runtimes.values() if r.kind == kind]
+            remote = [r for r in group if isinstance(r, RemoteRuntime)]
+            await asyncio.gather(*(stop(r) for r in remote))
+            for runtime in group:
+                if not isinstance(runtime, RemoteRuntime):
+                    await stop(runtime)
+        if self._hosts is not None:
+            await attempt(self._hosts.close)
         await attempt(self.faults.close)
         await attempt(self.brokers.stop)
         for registry in self._link_registries.values():

@@ -15,6 +15,10 @@ name it in a conftest: ``pytest_plugins = ["joynr_sim.testing"]``. Fixtures:
     ``await joynr_scenario(source, broker=None, policy=None)`` runs a scenario (YAML text,
     a path, or a loaded Scenario) into tmp_path and returns its RunResult; assert on
     ``result.passed`` and read the trace under ``result.run_dir``.
+
+Their runtimes run in host processes (``Simulation(processes=True)``): a crash is a real
+SIGKILL. Providers there are the built-in interfaces; for one implemented in the test,
+build ``Simulation(..., processes=False)`` yourself.
 """
 
 from __future__ import annotations

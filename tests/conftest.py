@@ -25,6 +25,7 @@ from pyspark.context import SparkContext
 
 from broker_helpers import BrokerFactory, broker_factory, stop_all
 from brokers import BrokerSet
+from joynr_sim.host.process import HostProcess
 from joynr_sim.runtime.base import Runtime
 
 # -- tiers ------------------------------------------------------------------------------
@@ -37,7 +38,8 @@ TIER_FIXTURES = {
 
 # What each tier starts: (owner, attribute, what it is). Checked after a successful call.
 TIER_STARTS: dict[str, list[tuple[object, str, str]]] = {
-    "e2e": [(BrokerSet, "start", "a broker"), (Runtime, "start", "a runtime")],
+    "e2e": [(BrokerSet, "start", "a broker"), (Runtime, "start", "a runtime"),
+            (HostProcess, "spawn", "a host process")],
     "spark": [(SparkContext, "__init__", "a SparkContext")],
     "postgres": [(psycopg, "connect", "a PostgreSQL connection")],
 }

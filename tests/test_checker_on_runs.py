@@ -69,8 +69,9 @@ async def test_broken_policy_overwrite_and_its_loop_are_found_naming_the_partici
     run_dirs = []
     for policy in (BrokenPrecedence(), PrecedencePolicy()):
         run_dir = tmp_path / policy.name
+        # A policy object of the test's own: the runtimes stay in this process.
         async with Simulation(run_dir, gbids=["gbid1"], broker="amqtt", policy=policy,
-                              run_id=policy.name) as sim:
+                              run_id=policy.name, processes=False) as sim:
             cc1 = await sim.cluster_controller("cc1")
             await sim.cluster_controller("cc2")
             app1 = await sim.libjoynr("app1", cc1)

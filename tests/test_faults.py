@@ -274,7 +274,7 @@ async def test_a_provider_cc_partitioned_from_its_broker_gets_calls_after_heal(t
 
 
 async def test_a_blackholed_libjoynr_link_times_calls_out_unnoticed_and_passes_after_heal(tmp_path):
-    async with Simulation(tmp_path, gbids=["gbid1"]) as sim:
+    async with Simulation(tmp_path, gbids=["gbid1"], processes=False) as sim:
         cc1, cc2, consumer, proxy = await topology(sim)
         connection, served = consumer.ws._ws, cc1.ws_server.clients["consumer"]
 
@@ -296,7 +296,7 @@ async def test_a_blackholed_libjoynr_link_times_calls_out_unnoticed_and_passes_a
 
 
 async def test_a_partitioned_libjoynr_link_reconnects_after_heal(tmp_path):
-    async with Simulation(tmp_path, gbids=["gbid1"]) as sim:
+    async with Simulation(tmp_path, gbids=["gbid1"], processes=False) as sim:
         cc1, cc2, consumer, proxy = await topology(sim)
 
         await sim.faults.partition("consumer")
@@ -352,7 +352,7 @@ async def test_bad_fault_arguments_are_one_line_naming_the_field(tmp_path):
 
 
 async def test_without_faults_runtimes_connect_directly(tmp_path):
-    async with Simulation(tmp_path, gbids=["gbid1"], faults=False) as sim:
+    async with Simulation(tmp_path, gbids=["gbid1"], faults=False, processes=False) as sim:
         cc1, cc2, consumer, proxy = await topology(sim)
         assert consumer.cc_address == cc1.ws_address
         assert cc1.endpoint.brokers is sim.brokers

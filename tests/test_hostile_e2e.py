@@ -88,7 +88,7 @@ HOSTILE_FRAMES = [
 
 @pytest.mark.parametrize("broker", ["amqtt", "mosquitto"])
 async def test_frames_with_hostile_values_are_dropped_and_nothing_goes_deaf(tmp_path, broker):
-    async with Simulation(tmp_path, gbids=["gbid1"], broker=broker) as sim:
+    async with Simulation(tmp_path, gbids=["gbid1"], broker=broker, processes=False) as sim:
         cc1, cc2, provider_app, proxy = await topology(sim)
         attacker = Attacker(sim)
         try:
@@ -139,7 +139,7 @@ async def test_the_routing_provider_refuses_calls_from_the_backend(tmp_path):
 
 
 async def test_a_websocket_client_cannot_take_a_libjoynr_runtimes_id(tmp_path):
-    async with Simulation(tmp_path, gbids=["gbid1"]) as sim:
+    async with Simulation(tmp_path, gbids=["gbid1"], processes=False) as sim:
         cc1, cc2, provider_app, proxy = await topology(sim)
         url = f"ws://127.0.0.1:{cc2.ws_port}/"
         claims = [
@@ -161,7 +161,7 @@ async def test_a_websocket_client_cannot_take_a_libjoynr_runtimes_id(tmp_path):
 
 async def test_messages_for_unknown_participants_wait_within_the_bounds(tmp_path):
     mb = 1_000_000
-    async with Simulation(tmp_path, gbids=["gbid1"]) as sim:
+    async with Simulation(tmp_path, gbids=["gbid1"], processes=False) as sim:
         cc1, cc2, provider_app, proxy = await topology(sim, max_queued_bytes=3 * mb + 10_000)
         attacker = Attacker(sim)
         try:
@@ -177,7 +177,7 @@ async def test_messages_for_unknown_participants_wait_within_the_bounds(tmp_path
 
 
 async def test_an_oversized_frame_is_dropped_with_a_short_trace_line(tmp_path):
-    async with Simulation(tmp_path, gbids=["gbid1"]) as sim:
+    async with Simulation(tmp_path, gbids=["gbid1"], processes=False) as sim:
         cc1, cc2, provider_app, proxy = await topology(sim, max_frame_bytes=100_000)
         attacker = Attacker(sim)
         try:
@@ -200,7 +200,7 @@ async def test_an_oversized_frame_is_dropped_with_a_short_trace_line(tmp_path):
 
 
 async def test_a_failing_handler_is_an_internal_error_drop_and_the_connection_keeps_serving(tmp_path):
-    async with Simulation(tmp_path, gbids=["gbid1"]) as sim:
+    async with Simulation(tmp_path, gbids=["gbid1"], processes=False) as sim:
         cc1, cc2, provider_app, proxy = await topology(sim)
         receive = cc2.router.receive
 

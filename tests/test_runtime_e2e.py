@@ -72,7 +72,7 @@ async def test_call_crosses_two_cluster_controllers_and_the_broker(tmp_path, bro
 
 @pytest.mark.parametrize("broker", BROKERS)
 async def test_provider_runtime_crash_times_out_then_restart_recovers(tmp_path, broker):
-    async with Simulation(tmp_path, gbids=["gbid1", "gbid2"], broker=broker) as sim:
+    async with Simulation(tmp_path, gbids=["gbid1", "gbid2"], broker=broker, processes=False) as sim:
         cc1, cc2, consumer, provider_app, proxy = await topology(sim)
         assert await proxy.call("echo", "before", ttl_ms=10_000) == "before"
 
@@ -130,7 +130,7 @@ async def test_typed_error_replies(tmp_path):
 
 @pytest.mark.parametrize("broker", BROKERS)
 async def test_garbage_is_dropped_as_decode_error_and_the_runtime_keeps_serving(tmp_path, broker):
-    async with Simulation(tmp_path, gbids=["gbid1", "gbid2"], broker=broker) as sim:
+    async with Simulation(tmp_path, gbids=["gbid1", "gbid2"], broker=broker, processes=False) as sim:
         cc1, cc2, consumer, provider_app, proxy = await topology(sim)
         host, port = sim.brokers.endpoint("gbid1")
         client = paho.Client(CallbackAPIVersion.VERSION2, client_id="garbage-sender", protocol=paho.MQTTv311)

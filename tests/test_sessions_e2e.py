@@ -58,7 +58,7 @@ def delivered_once_each(run_dir, count: int) -> bool:
 async def test_two_runtimes_with_one_cc_id_steal_the_session_and_storm(tmp_path, broker):
     # Each has its own link registry over the one store: they learn each other's steals
     # from the store's records.
-    async with Simulation(tmp_path, gbids=["gbid1"], broker=broker) as sim:
+    async with Simulation(tmp_path, gbids=["gbid1"], broker=broker, processes=False) as sim:
         a = await sim.cluster_controller("twin", ["gbid1"], runtime_id="twin-a")
         b = await sim.cluster_controller("twin", ["gbid1"], runtime_id="twin-b", start=False)
         await b.start()
@@ -80,7 +80,7 @@ async def test_a_crashed_cc_resumes_only_a_session_the_broker_kept_and_loses_not
     # Mosquitto saved the session (CONNACK session present 1): the restarted cluster
     # controller's registry, reloaded from its store, resumes the five deliveries. amqtt
     # lost it (session present 0): an establish. The outbox re-sends the five either way.
-    async with Simulation(tmp_path, gbids=["gbid1"], broker=broker) as sim:
+    async with Simulation(tmp_path, gbids=["gbid1"], broker=broker, processes=False) as sim:
         consumer_cc, provider_cc, counter, proxy = await counter_topology(sim)
         before = consumer_cc.link_registry
         await crash_with_unacknowledged_publishes(sim, consumer_cc, provider_cc, proxy)
@@ -114,7 +114,7 @@ async def test_the_link_store_grants_the_durability_it_keeps_and_decides_the_res
         "sqlite": lambda: SqliteLinkStore(tmp_path / "cc-consumer.links.sqlite"),
     }[kind]()
     try:
-        async with Simulation(tmp_path / "run", gbids=["gbid1"], broker="mosquitto") as sim:
+        async with Simulation(tmp_path / "run", gbids=["gbid1"], broker="mosquitto", processes=False) as sim:
             consumer_cc = ClusterController(
                 "cc-consumer", ["gbid1"], sim.brokers, run_dir=sim.run_dir, run_id=sim.run_id,
                 clock=sim.clock, link_registry=LinkRegistry(
@@ -140,7 +140,7 @@ async def test_the_link_store_grants_the_durability_it_keeps_and_decides_the_res
 
 
 async def test_mosquitto_restart_keeps_the_queue_of_a_crashed_cc(tmp_path):
-    async with Simulation(tmp_path, gbids=["gbid1"], broker="mosquitto") as sim:
+    async with Simulation(tmp_path, gbids=["gbid1"], broker="mosquitto", processes=False) as sim:
         consumer_cc, provider_cc, counter, proxy = await counter_topology(sim)
         await provider_cc.crash()  # its session stays at the broker, suspended
         for _ in range(3):

@@ -230,7 +230,8 @@ async def fuzz(run_dir: Path, *, frames: int, batch: int = 500, broker: str = "m
     """Send ``frames`` hostile frames in batches. Hypothesis draws the next batch in a worker
     process while this one is sent: drawing costs about as much as everything else (the
     profile: 90% of a single-process run was the Hypothesis engine)."""
-    async with Simulation(run_dir, gbids=["gbid1"], broker=broker, seed=seed_value) as sim:
+    # The fuzzer writes into a libjoynr runtime's own WebSocket: the runtimes stay in this process.
+    async with Simulation(run_dir, gbids=["gbid1"], broker=broker, seed=seed_value, processes=False) as sim:
         fuzzer = Fuzzer(sim)
         await fuzzer.start()
         loop = asyncio.get_running_loop()

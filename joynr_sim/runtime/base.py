@@ -88,6 +88,7 @@ class Runtime:
         max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
         purge_interval_ms: int = 1000,
         seed: int | None = None,
+        incarnation: int = 0,
     ) -> None:
         self.runtime_id = runtime_id
         # The bounds of the router: hops, what may wait for a route, the largest frame.
@@ -95,8 +96,10 @@ class Runtime:
             max_hops=max_hops, max_queued=max_queued, max_queued_bytes=max_queued_bytes,
             limits=WireLimits(max_frame_bytes=max_frame_bytes),
         )
-        # Generated participant ids: reproducible when the run has a seed.
-        self.ids = random.Random(None if seed is None else f"{seed}:{runtime_id}")
+        # Generated participant ids: reproducible when the run has a seed. A runtime started
+        # again in a new process (incarnation n) must not hand out its predecessor's ids.
+        self.ids = random.Random(None if seed is None else f"{seed}:{runtime_id}" + (
+            f":{incarnation}" if incarnation else ""))
         self.run_dir = Path(run_dir)
         self.run_id = run_id
         self.clock = clock

@@ -282,6 +282,7 @@ def parse_scenario(text: str, path: str | os.PathLike[str] = "<string>") -> Scen
                 detached_timeout_ms=rt.get("detached_timeout_ms"),
                 on_client_disconnect=rt.get("on_client_disconnect") or "keep",
                 route_back_to_parent=bool(rt.get("route_back_to_parent", False)),
+                remove_stale_delay_ms=rt.get("remove_stale_delay_ms") or 0,
             )
             for rt in data["runtimes"]
         ),

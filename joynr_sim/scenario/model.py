@@ -79,6 +79,8 @@ class RuntimeSpec:
     on_client_disconnect: str = "keep"
     # A libjoynr runtime: send what came from the cluster controller back to it (joynr < 1.17.3).
     route_back_to_parent: bool = False
+    # How long a cluster controller waits after each start before its removeStale.
+    remove_stale_delay_ms: int = 0
 
     @property
     def is_cluster_controller(self) -> bool:

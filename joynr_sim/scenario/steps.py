@@ -53,6 +53,7 @@ class ScenarioRunner:
                     spec.cc_id or spec.id, list(spec.gbids) or None, runtime_id=spec.id,
                     old_joynr=spec.old_joynr, detached_timeout_ms=spec.detached_timeout_ms,
                     on_client_disconnect=spec.on_client_disconnect,
+                    remove_stale_delay_ms=spec.remove_stale_delay_ms,
                 )
         for spec in self.scenario.runtimes:
             if not spec.is_cluster_controller:
@@ -63,7 +64,7 @@ class ScenarioRunner:
 
     def _cc(self, runtime_id: str) -> ClusterController:
         runtime = self._runtime(runtime_id)
-        assert isinstance(runtime, ClusterController)
+        assert runtime.kind == ClusterController.kind  # in this process or a host process
         return runtime
 
     def participant(self, value: str) -> str:

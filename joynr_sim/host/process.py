@@ -1,0 +1,391 @@
+"""A host process as the runner holds it: started, asked, killed.
+
+``request`` sends on the control channel (the child's standard input and output) and waits
+for the answer without holding up the event loop; ``query`` asks on the blocking query
+channel and returns at once, for the questions a step asks without awaiting (a routing
+entry, whether a connection is up). Every answer is validated; a host that sends what
+breaks the protocol, does not answer in time or dies fails what waits on it with a clear
+error and is killed, never left hanging.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import multiprocessing
+import multiprocessing.spawn
+import os
+import signal
+import socket
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, Protocol
+
+from ..core.errors import JoynrTimeoutException
+from .__main__ import host_main
+from .protocol import (
+    HEADER,
+    VERSION,
+    ProtocolError,
+    decode_body,
+    encode_frame,
+    frame_length,
+    raise_remote,
+    read_frame,
+    request,
+    validate_response,
+)
+
+SPAWN_TIMEOUT_S = 30.0
+REQUEST_TIMEOUT_S = 60.0
+QUERY_TIMEOUT_S = 10.0
+EXIT_TIMEOUT_S = 10.0
+# The directory holding joynr_sim, brokers and trace_schema: a host imports what the runner does.
+_SOURCE_ROOT = str(Path(__file__).resolve().parent.parent.parent)
+
+
+# What a call pending when its host ended fails with: the words a runtime in the runner's
+# process uses for its pending calls when it goes down (``Runtime._halt``).
+RUNTIME_WENT_DOWN = "runtime went down"
+_STARTING = threading.Lock()  # hosts start from worker threads, one at a time
+_PREPARATION_DATA = multiprocessing.spawn.get_preparation_data
+
+
+class HostGone(JoynrTimeoutException):
+    """The host process ended (killed, or it exited) while something waited on it; to a
+    caller it is what a crashed runtime's pending call is: a timeout."""
+
+
+class _Child(Protocol):
+    pid: int | None
+    exitcode: int | None  # once waited for; a negative number is the signal that ended it
+
+    def alive(self) -> bool: ...
+
+    async def wait(self) -> None: ...
+
+
+@contextlib.contextmanager
+def _without_main() -> Iterator[None]:
+    """A forked host runs ``host_main`` and needs nothing of the runner's main module; but
+    multiprocessing would import it again in the child (as ``__mp_main__``), running a
+    script without an ``if __name__ == "__main__"`` guard a second time. So the data the
+    child prepares itself from leaves the main module out while the host starts (under a
+    lock: hosts start from worker threads)."""
+    original = _PREPARATION_DATA
+
+    def prepared(name: str) -> dict[str, Any]:
+        data = original(name)
+        data.pop("init_main_from_name", None)
+        data.pop("init_main_from_path", None)
+        return data
+
+    with _STARTING:
+        multiprocessing.spawn.get_preparation_data = prepared
+        try:
+            yield
+        finally:
+            multiprocessing.spawn.get_preparation_data = original
+
+
+class _ForkedChild:
+    """A host forked from the runner's fork server, which has imported joynr-sim once: a
+    start costs a fork, not a Python start (``multiprocessing``'s forkserver; it exits when
+    the runner does, and its children have the parent-death signal armed)."""
+
+    def __init__(self, control: socket.socket, query: socket.socket, log_dir: Path) -> None:
+        context = multiprocessing.get_context("forkserver")
+        context.set_forkserver_preload(["joynr_sim.host.__main__"])
+        self._process = context.Process(target=host_main, args=(control, query, str(log_dir)), daemon=False)
+        with _without_main():
+            self._process.start()
+        self.pid = self._process.pid
+        self.exitcode: int | None = None
+        self._reaped = False
+
+    def alive(self) -> bool:
+        return not self._reaped and self._process.exitcode is None
+
+    async def wait(self) -> None:
+        if self._reaped:
+            return
+        loop = asyncio.get_running_loop()
+        ended = loop.create_future()
+        sentinel = self._process.sentinel
+        loop.add_reader(sentinel, lambda: ended.done() or ended.set_result(None))
+        try:
+            if self.alive():
+                await ended
+        finally:
+            loop.remove_reader(sentinel)
+        self._process.join()
+        self.exitcode = self._process.exitcode
+        self._process.close()
+        self._reaped = True
+
+
+class _ExecutedChild:
+    """A host started as a program of its own (``HostProcess.command``)."""
+
+    def __init__(self, process: asyncio.subprocess.Process) -> None:
+        self._process = process
+        self.pid = process.pid
+        self.exitcode: int | None = None
+
+    def alive(self) -> bool:
+        return self._process.returncode is None
+
+    async def wait(self) -> None:
+        self.exitcode = await self._process.wait()
+
+
+class HostProcess:
+    def __init__(self, name: str, log_dir: Path) -> None:
+        """Its standard error goes to ``<log_dir>/host-<pid>.log`` (removed if it stays empty)."""
+        self.name = name
+        self.log_dir = log_dir
+        self.log_path: Path | None = None
+        self.pid: int | None = None
+        self._child: _Child | None = None
+        self._writer: asyncio.StreamWriter | None = None
+        self._query: socket.socket | None = None
+        self._query_lock = threading.Lock()  # a clock advance may come from another thread
+        self._ids = itertools.count(1)  # id 0 is the channel's own: a protocol break
+        self._pending: dict[int, asyncio.Future] = {}
+        self._reader: asyncio.Task | None = None
+        self._broken: BaseException | None = None
+
+    @property
+    def alive(self) -> bool:
+        return self._child is not None and self._child.alive()
+
+    @property
+    def exitcode(self) -> int | None:
+        return self._child.exitcode if self._child is not None else None
+
+    def command(self) -> list[str] | None:
+        """The program to run as the host, given ``--control-fd`` and ``--query-fd``; None
+        (the default) forks it from the fork server instead."""
+        return None
+
+    async def spawn(self) -> int:
+        """Start the process and greet it; its pid."""
+        control, control_child = socket.socketpair()
+        query, query_child = socket.socketpair()
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        starting = self.log_dir / f".host-starting-{os.getpid()}-{id(self):x}.log"
+        try:
+            command = self.command()
+            if command is None:
+                # Off the event loop: the first fork waits for the fork server to start.
+                self._child = await asyncio.to_thread(_ForkedChild, control_child, query_child, self.log_dir)
+            else:
+                fds = (control_child.fileno(), query_child.fileno())
+                env = dict(os.environ)
+                env["PYTHONPATH"] = os.pathsep.join(p for p in (_SOURCE_ROOT, env.get("PYTHONPATH")) if p)
+                with open(starting, "ab") as log:
+                    self._child = _ExecutedChild(await asyncio.create_subprocess_exec(
+                        *command, "--control-fd", str(fds[0]), "--query-fd", str(fds[1]),
+                        stdin=asyncio.subprocess.DEVNULL, stdout=log, stderr=log, pass_fds=fds, env=env,
+                    ))
+        except BaseException:
+            control.close()
+            query.close()
+            starting.unlink(missing_ok=True)
+            raise
+        finally:
+            control_child.close()
+            query_child.close()
+        self.pid = self._child.pid
+        self.log_path = self.log_dir / f"host-{self.pid}.log"
+        if starting.exists():
+            os.replace(starting, self.log_path)
+        query.settimeout(QUERY_TIMEOUT_S)
+        self._query = query
+        reader, self._writer = await asyncio.open_connection(sock=control, limit=2**16)
+        self._reader = asyncio.get_running_loop().create_task(self._read_answers(reader))
+        try:
+            hello = await self.request("hello", {"version": VERSION}, timeout=SPAWN_TIMEOUT_S)
+            if not isinstance(hello, dict) or hello.get("pid") != self.pid:
+                raise ProtocolError(f"hello: expected this process's pid {self.pid}, got {hello!r}")
+        except BaseException:
+            await self.kill()
+            raise
+        return self.pid
+
+    # -- the control channel ----------------------------------------------------------
+    async def request(self, op: str, args: dict[str, Any], timeout: float = REQUEST_TIMEOUT_S) -> Any:
+        if self._broken is not None:
+            raise self._broken
+        if not self.alive:
+            raise HostGone(f"{self.name}: host process {self.pid} has ended")
+        assert self._writer is not None
+        msg_id = next(self._ids)
+        future = asyncio.get_running_loop().create_future()
+        self._pending[msg_id] = future
+        try:
+            self._writer.write(encode_frame(request(msg_id, op, args)))
+            await self._writer.drain()
+            answer = await asyncio.wait_for(future, timeout)
+        except (ConnectionError, BrokenPipeError):
+            raise HostGone(f"{self.name}: host process {self.pid} has ended") from None
+        except TimeoutError:
+            raise TimeoutError(f"{self.name}: host process {self.pid} did not answer {op} within {timeout:g} s") \
+                from None
+        finally:
+            self._pending.pop(msg_id, None)
+        ok, value = answer
+        if not ok:
+            raise_remote(value)
+        return value
+
+    async def _read_answers(self, reader: asyncio.StreamReader) -> None:
+        problem: BaseException
+        try:
+            while True:
+                message = await read_frame(reader)
+                if message is None:
+                    problem = HostGone(RUNTIME_WENT_DOWN)
+                    break
+                msg_id, ok, value = validate_response(message)
+                if msg_id == 0:
+                    problem = ProtocolError(f"{self.name}: the host refused the channel: {value.get('message')}")
+                    self._broken = problem
+                    break
+                future = self._pending.get(msg_id)
+                if future is not None and not future.done():
+                    future.set_result((ok, value))
+        except ProtocolError as exc:
+            problem = ProtocolError(f"{self.name}: host process {self.pid} broke the protocol: {exc}")
+            self._broken = problem
+            self._signal(signal.SIGKILL)
+        except (ConnectionError, OSError):
+            problem = HostGone(RUNTIME_WENT_DOWN)
+        for future in self._pending.values():
+            if not future.done():
+                future.set_exception(problem)
+
+    # -- the query channel ------------------------------------------------------------
+    def query(self, op: str, args: dict[str, Any]) -> Any:
+        """Ask and wait for the answer, blocking: only ops that answer at once."""
+        if self._broken is not None:
+            raise self._broken
+        if self._query is None or not self.alive:
+            raise HostGone(f"{self.name}: host process {self.pid} has ended")
+        with self._query_lock:
+            msg_id = next(self._ids)
+            try:
+                self._query.sendall(encode_frame(request(msg_id, op, args)))
+                length = frame_length(self._receive(HEADER.size))
+                got, ok, value = validate_response(decode_body(self._receive(length)))
+            except TimeoutError:
+                raise TimeoutError(f"{self.name}: host process {self.pid} did not answer {op} within "
+                                   f"{QUERY_TIMEOUT_S:g} s") from None
+            except ProtocolError as exc:
+                self._broken = ProtocolError(f"{self.name}: host process {self.pid} broke the protocol: {exc}")
+                self._signal(signal.SIGKILL)
+                raise self._broken from None
+            except OSError as exc:
+                raise HostGone(f"{self.name}: host process {self.pid}: {exc}") from None
+        if got != msg_id:
+            self._broken = ProtocolError(f"{self.name}: answer {got} to query {msg_id}")
+            self._signal(signal.SIGKILL)
+            raise self._broken
+        if not ok:
+            raise_remote(value)
+        return value
+
+    def _receive(self, n: int) -> bytes:
+        assert self._query is not None
+        chunks, remaining = [], n
+        while remaining:
+            chunk = self._query.recv(remaining)
+            if not chunk:
+                raise HostGone(f"{self.name}: host process {self.pid} has ended")
+            chunks.append(chunk)
+            remaining -= len(chunk)
+        return b"".join(chunks)
+
+    # -- the end ----------------------------------------------------------------------
+    def _signal(self, sig: int) -> None:
+        if self.alive and self.pid is not None:
+            try:
+                os.kill(self.pid, sig)
+            except ProcessLookupError:
+                pass
+
+    async def kill(self) -> int | None:
+        """SIGKILL, and wait until the process is gone: its pid."""
+        self._signal(signal.SIGKILL)
+        await self._reap()
+        return self.pid
+
+    async def close(self) -> None:
+        """Ask the host to exit (it stops its runtimes); kill it if it does not in time."""
+        if self.alive:
+            try:
+                await self.request("exit", {}, timeout=EXIT_TIMEOUT_S)
+                assert self._child is not None
+                await asyncio.wait_for(self._child.wait(), EXIT_TIMEOUT_S)
+            except Exception:
+                self._signal(signal.SIGKILL)
+        await self._reap()
+
+    async def _reap(self) -> None:
+        if self._child is not None:
+            await self._child.wait()
+        if self._writer is not None:
+            self._writer.close()
+        if self._reader is not None:
+            try:
+                await asyncio.wait_for(self._reader, EXIT_TIMEOUT_S)
+            except (TimeoutError, asyncio.CancelledError):
+                self._reader.cancel()
+        if self._query is not None:
+            self._query.close()
+            self._query = None
+        if self.log_path is not None and self.log_path.exists() and self.log_path.stat().st_size == 0:
+            self.log_path.unlink()  # nothing was said: no file to look at
+
+
+class HostPool:
+    """Host processes started ahead, so a runtime's start does not wait for one: each
+    ``take`` hands out a greeted host and starts the next one in the background (the first
+    also starts the fork server while the brokers start). A host taken knows nothing yet;
+    one never taken is closed with the pool."""
+
+    def __init__(self, log_dir: Path, spares: int = 1) -> None:
+        self.log_dir = log_dir
+        self.spares = spares
+        self._ready: list[asyncio.Task[HostProcess]] = []
+        self._seq = itertools.count(1)
+
+    def _spawn_one(self) -> asyncio.Task[HostProcess]:
+        async def spawn() -> HostProcess:
+            host = HostProcess(f"host-{next(self._seq)}", self.log_dir)
+            await host.spawn()
+            return host
+
+        return asyncio.get_running_loop().create_task(spawn())
+
+    def fill(self) -> None:
+        while len(self._ready) < self.spares:
+            self._ready.append(self._spawn_one())
+
+    async def take(self, name: str) -> HostProcess:
+        task = self._ready.pop(0) if self._ready else self._spawn_one()
+        self.fill()
+        host = await task
+        host.name = name
+        return host
+
+    async def close(self) -> None:
+        ready, self._ready = self._ready, []
+        for task in ready:
+            try:
+                host = await task
+            except Exception:
+                continue  # it never started: nothing is left of it
+            await host.close()
