@@ -1,16 +1,19 @@
-"""Small driver-side tables as DataFrames that cost no Spark job.
+"""Small driver-side tables as DataFrames.
 
-A ``VALUES`` list with bound parameters is a local relation: Spark plans it without
-Python workers (``createDataFrame`` from Python rows goes through a Python RDD), collects
-it without a job, broadcasts it in a join, and Spark Connect builds it the same way. The
-values are parameters, never SQL text, so a hostile path or id cannot change the query.
+On a classic session a JSON literal parsed in the JVM: ``createDataFrame`` from Python rows
+goes through a Python RDD, which starts Python worker processes. On Spark Connect,
+``createDataFrame``: the client sends the rows as one Arrow batch, a local relation the
+server plans at once (a big ``VALUES`` list or SQL literal is parsed again at every
+analysis there).
 """
 
 from __future__ import annotations
 
+import json
 import re
 
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _TYPE = re.compile(r"[A-Za-z][A-Za-z0-9_<>:, ()]*")
@@ -20,8 +23,11 @@ def _fields(schema: str) -> list[tuple[str, str]]:
     """``"a string, b array<struct<x:int,y:int>>"`` as [(name, type)]: split at top-level commas."""
     parts, depth, start = [], 0, 0
     for i, ch in enumerate(schema):
-        depth += ch in "<(" and 1 or ch in ">)" and -1 or 0
-        if ch == "," and depth == 0:
+        if ch in "<(":
+            depth += 1
+        elif ch in ">)":
+            depth -= 1
+        elif ch == "," and depth == 0:
             parts.append(schema[start:i])
             start = i + 1
     parts.append(schema[start:])
@@ -41,10 +47,11 @@ def rows_frame(spark: SparkSession, rows: list[tuple], schema: str) -> DataFrame
     width = len(fields)
     if any(len(row) != width for row in rows):
         raise ValueError(f"rows_frame: every row needs {width} values for {schema!r}")
-    cols = ", ".join(f"CAST(col{i + 1} AS {type_}) AS `{name}`" for i, (name, type_) in enumerate(fields))
-    if not rows:  # VALUES needs a row: one of nulls, filtered out
-        nulls = ", ".join(["NULL"] * width)
-        return spark.sql(f"SELECT {cols} FROM VALUES ({nulls}) WHERE false")
-    marks = "(" + ", ".join(["?"] * width) + ")"
-    values = ", ".join([marks] * len(rows))
-    return spark.sql(f"SELECT {cols} FROM VALUES {values}", args=[v for row in rows for v in row])
+    from .session import is_connect
+
+    if is_connect(spark):
+        return spark.createDataFrame([tuple(row) for row in rows], schema=schema)
+    names = [name for name, _ in fields]
+    text = json.dumps([dict(zip(names, row)) for row in rows])
+    struct = "array<struct<" + ", ".join(f"`{name}`: {type_}" for name, type_ in fields) + ">>"
+    return spark.range(1).select(F.inline(F.from_json(F.lit(text), struct)))

@@ -13,6 +13,7 @@ import logging
 import os
 import re
 import socket
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -134,7 +135,7 @@ class JobMeter:
         self.spark = spark
         self.jobs: int | None = None
         self.tasks: int | None = None
-        self._group = f"joynr-sim-check-{id(self)}-{os.getpid()}"
+        self._group = f"joynr-sim-check-{uuid.uuid4().hex}"
 
     def __enter__(self) -> JobMeter:
         if not is_connect(self.spark):
