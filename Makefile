@@ -2,7 +2,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTHON ?= python3
 
-.PHONY: setup lint test test-fast demo bench fuzz clean
+.PHONY: setup lint test test-fast demo bench bench-quick fuzz clean
 
 CHROMIUM := /usr/bin/chromium
 
@@ -42,8 +42,13 @@ demo: setup
 	$(VENV)/bin/joynr-sim check runs/demo; check=$$?; \
 	$(VENV)/bin/joynr-sim report runs/demo && [ $$run -eq 0 ] && [ $$check -eq 0 ]
 
+# Every benchmark; bench/results/ gets the JSON. bench-quick: smaller sizes (the Spark
+# checker at 100k and 1M events instead of 1M and 10M), for a smoke run.
 bench: setup
 	$(PY) -m bench
+
+bench-quick: setup
+	$(PY) -m bench --quick
 
 # 100,000 hostile frames over MQTT and WebSocket; a table of outcomes, fuzz-report.json.
 fuzz: setup

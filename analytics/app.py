@@ -3,6 +3,11 @@
 Exit status: 0 every check passed, 1 a check found violations, 2 the input is unusable
 (no such run directory, no trace files, a trace schema version other than 1, an
 unreadable manifest) or Spark could not run.
+
+Spark: a local session by default (``--master``), a standalone cluster
+(``--master spark://host:port``) or a running Spark Connect server (``--connect
+sc://host:port``, e.g. the one ``joynr-sim spark start`` keeps warm). Parsed traces are
+cached (see ``analytics.cache``) unless ``--no-cache``.
 """
 
 from __future__ import annotations
@@ -35,7 +40,13 @@ def build_parser(add_help: bool = True) -> argparse.ArgumentParser:
     )
     parser.add_argument("paths", nargs="+", metavar="PATH",
                         help="run directory, folder of run directories, or a glob of either")
-    parser.add_argument("--master", default="local[*]", help="Spark master (default: local[*])")
+    spark = parser.add_mutually_exclusive_group()
+    spark.add_argument("--master", default="local[*]",
+                       help="Spark master: local[N], local[*] (default) or spark://host:port")
+    spark.add_argument("--connect", metavar="URL",
+                       help="use the Spark Connect server at sc://host:port (see joynr-sim spark start)")
+    parser.add_argument("--no-cache", action="store_true",
+                        help="parse the traces even when the trace cache has them, and cache nothing")
     parser.add_argument("--out", type=Path, metavar="DIR",
                         help="report.json and slices/ (default: check/ in the first run directory)")
     parser.add_argument("--junit", type=Path, metavar="FILE", help="also write JUnit XML here")
@@ -74,9 +85,24 @@ def run(args: argparse.Namespace, console: Console | None = None) -> int:
         _error(err, "--storm-steals must be >= 1, --storm-window-ms and --max-details >= 0")
         return EXIT_UNUSABLE
 
+    from .cache import CacheError, TraceCache
     from .report import print_table, write_outputs
     from .runner import check_runs
-    from .session import SparkStartError, start
+    from .session import SparkStartError, connect, connect_address, start
+
+    if args.connect is not None:
+        try:
+            connect_address(args.connect)
+        except ValueError as exc:
+            _error(err, str(exc))
+            return EXIT_UNUSABLE
+    cache = None
+    if not args.no_cache:
+        try:
+            cache = TraceCache()
+        except CacheError as exc:  # checking still works, only slower next time
+            err.print(f"note: {escape(str(exc))}; checking without the trace cache", highlight=False,
+                      soft_wrap=True)
 
     try:
         if args.work_dir is not None:
@@ -87,11 +113,14 @@ def run(args: argparse.Namespace, console: Console | None = None) -> int:
         return EXIT_UNUSABLE
     handle = None
     try:
-        handle = start(args.master, work_dir=scratch, driver_memory=args.driver_memory)
+        if args.connect is not None:
+            handle = connect(args.connect)
+        else:
+            handle = start(args.master, work_dir=scratch, driver_memory=args.driver_memory)
         outcome = check_runs(
             handle.spark, runs, scratch, args.checks,
             storm_steals=args.storm_steals, storm_window_ms=args.storm_window_ms,
-            max_details=args.max_details,
+            max_details=args.max_details, cache=cache,
         )
         status = EXIT_VIOLATIONS if outcome.violations else EXIT_CLEAN
         out_dir = args.out or runs[0].dir / "check"

@@ -93,6 +93,36 @@ def _load_run(run_dir: Path) -> Run:
     return Run(run_dir, files, policy)
 
 
+def first_run_ids(runs: list[Run], limit: int = 1 << 20) -> dict[str, list[str]]:
+    """Run id -> the run directories (as text) with a trace file whose first line names it.
+
+    Only the first non-blank line of each file is read (at most ``limit`` bytes of it); a
+    file whose first line is no JSON object with a text ``run`` names nothing.
+    """
+    dirs: dict[str, list[str]] = {}
+    for run in runs:
+        for path in run.trace_files:
+            run_id = _first_run_id(path, limit)
+            if run_id is not None and str(run.dir) not in dirs.setdefault(run_id, []):
+                dirs[run_id].append(str(run.dir))
+    return dirs
+
+
+def _first_run_id(path: Path, limit: int) -> str | None:
+    with open(path, "rb") as f:
+        raw = f.readline(limit + 1)
+        while raw and not raw.strip():
+            raw = f.readline(limit + 1)
+    if not raw or len(raw) > limit:
+        return None
+    try:
+        event = json.loads(raw)
+    except ValueError:
+        return None
+    run_id = event.get("run") if isinstance(event, dict) else None
+    return run_id if isinstance(run_id, str) else None
+
+
 def torn_last_lines(runs: list[Run]) -> TornLines:
     """Files whose last line has no newline and does not parse: a write torn by a crash.
 

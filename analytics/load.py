@@ -1,23 +1,44 @@
-"""Reading traces: NDJSON as text, parsed with the v1 schema, staged once as Parquet.
+"""Reading traces once: Spark's JSON reader with the v1 schema, staged as Parquet by event.
 
-Every line is classified: ``ok``, ``corrupt`` (not a JSON object, or missing one of the
-fields that place an event: v, ts, seq, run, rt, ev), ``version`` (``v`` other than 1),
-``unknown`` (an ``ev`` the schema does not name). Only ``ok`` events are checked; the
+Every non-blank line is classified: ``ok``, ``corrupt`` (not a JSON object, or missing one
+of the fields that place an event: v, ts, seq, run, rt, ev), ``version`` (``v`` other than
+1), ``unknown`` (an ``ev`` the schema does not name). Only ``ok`` events are checked; the
 others are counted. A ``version`` line makes the whole input unusable: its meaning is
 unknown to this checker, so judging it would be guessing.
+
+One Spark job reads the JSON and writes the Parquet stage, one folder per event name (a
+check reads only the events it names; skipped lines go to one folder of their own, without
+their text). The same job counts the events per name, the skipped lines and the last
+timestamp of every run, as metrics observed while writing. A run's directory comes from
+the ``run`` of its files' first lines (one map lookup per event), or from the file's path
+where two directories hold the same run id. A stage lives in the trace cache when there
+is one, so checking the same traces again reads Parquet columns, not JSON.
 """
 
 from __future__ import annotations
 
+import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
-from .frames import rows_frame
-from .inputs import InputError, Run, torn_last_lines
+from .cache import TraceCache, input_key
+from .inputs import InputError, Run, first_run_ids, torn_last_lines
 from .schema import EVENTS, FIELD_NAMES, REQUIRED, SCHEMA_VERSION, TRACE_V1
+
+SKIPPED = "~skipped"  # the stage folder of lines that are not ok events
+_MAX_UNKNOWN_NAMES = 1000  # hostile input may name millions of events: list the most frequent
+_MAX_OBSERVED_RUNS = 256  # beyond this, run ends come from a second, narrow job
+
+STAGE_SCHEMA = T.StructType(
+    [f for f in TRACE_V1.fields if f.name != "ev"]
+    + [T.StructField(name, T.StringType()) for name in ("run_dir", "status", "bad_ev", "file")]
+    + [T.StructField("ev", T.StringType())]
+)
 
 
 @dataclass
@@ -46,76 +67,192 @@ class LoadStats:
 
 @dataclass
 class Loaded:
-    events: DataFrame  # ok events: the schema's fields plus run_dir and raw
+    events: DataFrame  # ok events: the schema's fields plus run_dir
     stats: LoadStats
     ev_counts: dict[str, int]  # ok events per ev name
+    run_ends: dict[str, int]  # run id -> timestamp of its last ok event
+    run_dirs: dict[str, list[str]]  # run id -> the directories whose files name it first
+    from_cache: bool = False
 
 
-def _path_column() -> F.Column:
+def _path_column() -> Column:
     """The trace file as a plain absolute path (Spark reports a URI)."""
-    uri = F.regexp_replace(F.input_file_name(), r"\+", "%2B")  # url_decode reads + as space
+    uri = F.regexp_replace(F.col("_metadata.file_path"), r"\+", "%2B")  # url_decode reads + as space
     return F.url_decode(F.regexp_replace(uri, r"^file:/*", "/"))
 
 
-def load(spark: SparkSession, runs: list[Run], stage_dir: Path) -> Loaded:
-    files = [str(p) for run in runs for p in run.trace_files]
-    dir_of_file = {str(p): str(run.dir) for run in runs for p in run.trace_files}
-    file_map = rows_frame(spark, list(dir_of_file.items()), "file string, run_dir string")
+def _run_dir_column(run_dirs: dict[str, list[str]]) -> Column:
+    """The run directory of an event: by its run id where one directory names it, else by path."""
+    from_path = F.regexp_extract(_path_column(), r"^(.*)/trace/[^/]*$", 1)
+    unique = sorted((run, dirs[0]) for run, dirs in run_dirs.items() if len(dirs) == 1)
+    if not unique:
+        return from_path
+    lookup = F.create_map(*(F.lit(x) for pair in unique for x in pair))
+    return F.coalesce(F.element_at(lookup, F.col("run")), from_path)
 
-    lines = (
-        spark.read.text(files)
-        .withColumn("file", _path_column())
-        .filter(F.length(F.trim("value")) > 0)
-    )
-    e = F.from_json("value", TRACE_V1).alias("e")
-    parsed = lines.select(F.col("value").alias("raw"), "file", e)
+
+def _metrics(runs_seen: list[str]) -> list[Column]:
+    status = F.col("status")
+    ok = status.isNull()
+    metrics = [
+        F.count(F.lit(1)).alias("lines"),
+        F.count_if(status == "corrupt").alias("corrupt"),
+        F.count_if(status == "version").alias("version"),
+        F.count_if(status == "unknown").alias("unknown"),
+    ]
+    metrics += [F.count_if(ok & (F.col("ev") == ev)).alias(f"ev:{ev}") for ev in sorted(EVENTS)]
+    if len(runs_seen) <= _MAX_OBSERVED_RUNS:
+        metrics += [F.max(F.when(ok & (F.col("run") == run), F.col("ts"))).alias(f"end:{i}")
+                    for i, run in enumerate(runs_seen)]
+    return metrics
+
+
+def _stage(spark: SparkSession, files: list[str], run_dirs: dict[str, list[str]], path: Path) -> dict:
+    """Parses ``files`` into the Parquet stage at ``path``; returns what the pass counted."""
+    e = spark.read.schema(TRACE_V1).option("mode", "PERMISSIVE").json(files)
     placed = F.lit(True)
     for name in REQUIRED:
-        placed = placed & F.col(f"e.{name}").isNotNull()
+        placed = placed & F.col(name).isNotNull()
     status = (
         F.when(~placed, "corrupt")
-        .when(F.col("e.v") != SCHEMA_VERSION, "version")
-        .when(~F.col("e.ev").isin(*sorted(EVENTS)), "unknown")
-        .otherwise("ok")
+        .when(F.col("v") != SCHEMA_VERSION, "version")
+        .when(~F.col("ev").isin(*sorted(EVENTS)), "unknown")
     )
-    staged = parsed.select(
-        *(F.col(f"e.{name}").alias(name) for name in FIELD_NAMES),
-        F.col("raw"),
-        F.col("file"),
+    staged = e.select(
+        *(F.col(f.name) for f in STAGE_SCHEMA.fields if f.name in FIELD_NAMES and f.name != "ev"),
+        _run_dir_column(run_dirs).alias("run_dir"),
         status.alias("status"),
-    ).join(F.broadcast(file_map), "file", "left")
-    path = str(stage_dir / "events.parquet")
-    # One folder per event name: a check reads only the events it names.
-    staged.write.mode("overwrite").partitionBy("ev").parquet(path)
-    table = spark.read.parquet(path)
-
-    stats = LoadStats(files=len(files))
-    counts = table.groupBy("status", "ev", "v").count().collect()
-    ev_counts: dict[str, int] = {}
-    versions: dict[int, int] = {}
-    for row in counts:
-        stats.lines += row["count"]
-        if row["status"] == "ok":
-            ev_counts[row["ev"]] = ev_counts.get(row["ev"], 0) + row["count"]
-        elif row["status"] == "corrupt":
-            stats.corrupt += row["count"]
-        elif row["status"] == "unknown":
-            stats.unknown_events[row["ev"]] = stats.unknown_events.get(row["ev"], 0) + row["count"]
-        elif row["status"] == "version":
-            versions[row["v"]] = versions.get(row["v"], 0) + row["count"]
-    if versions:
-        example = (
-            table.filter(F.col("status") == "version").select("file", "v").limit(1).collect()[0]
+        "ev",
+    )
+    runs_seen = sorted(run_dirs)
+    observation = Observation("load")
+    skipped = F.col("status").isNotNull()
+    (
+        staged.observe(observation, *_metrics(runs_seen))
+        .select(
+            *(F.col(f.name) for f in STAGE_SCHEMA.fields if f.name not in ("bad_ev", "file", "ev")),
+            F.when(skipped, F.col("ev")).alias("bad_ev"),
+            F.when(skipped, _path_column()).alias("file"),
+            F.when(skipped, F.lit(SKIPPED)).otherwise(F.col("ev")).alias("ev"),
         )
-        found = ", ".join(f"v={v} ({n} events)" for v, n in sorted(versions.items()))
+        .write.mode("overwrite").partitionBy("ev").parquet(str(path))
+    )
+    m = observation.get
+    counts = {
+        "lines": m["lines"], "corrupt": m["corrupt"],
+        "ev_counts": {ev: m[f"ev:{ev}"] for ev in sorted(EVENTS) if m[f"ev:{ev}"]},
+        "unknown_events": {}, "version": None,
+    }
+    table = _read_stage(spark, path)
+    if len(runs_seen) <= _MAX_OBSERVED_RUNS:
+        ends = {run: m[f"end:{i}"] for i, run in enumerate(runs_seen)}
+    else:
+        rows = (table.filter(F.col("ev") != SKIPPED).groupBy("run").agg(F.max("ts").alias("end"))
+                .collect())
+        ends = {r["run"]: r["end"] for r in rows}
+    counts["run_ends"] = {run: end for run, end in sorted(ends.items()) if end is not None}
+    bad = table.filter(F.col("ev") == SKIPPED)
+    if m["version"]:
+        rows = bad.filter(F.col("status") == "version").groupBy("v").agg(
+            F.count(F.lit(1)).alias("n"), F.min("file").alias("file")).orderBy("v").collect()
+        counts["version"] = {"file": rows[-1]["file"], "v": rows[-1]["v"],
+                             "found": [[r["v"], r["n"]] for r in rows]}
+    if m["unknown"]:
+        rows = (bad.filter(F.col("status") == "unknown").groupBy("bad_ev").count()
+                .orderBy(F.desc("count"), "bad_ev").limit(_MAX_UNKNOWN_NAMES).collect())
+        names = {r["bad_ev"]: r["count"] for r in rows}
+        rest = m["unknown"] - sum(names.values())
+        if rest:
+            names["(other names)"] = rest
+        counts["unknown_events"] = names
+    return counts
+
+
+def _read_stage(spark: SparkSession, path: Path) -> DataFrame:
+    # An explicit schema: Spark infers none, which would cost a job per read.
+    return spark.read.schema(STAGE_SCHEMA).parquet(str(path))
+
+
+def load(spark: SparkSession, runs: list[Run], stage_dir: Path, cache: TraceCache | None = None) -> Loaded:
+    files = [p for run in runs for p in run.trace_files]
+    run_dirs = first_run_ids(runs)
+    torn = torn_last_lines(runs)
+    key = input_key(files, STAGE_SCHEMA.json())
+    counts = cache.lookup(key) if cache is not None else None
+    from_cache = counts is not None
+    if counts is not None:
+        path = cache.events_path(key)
+    elif cache is not None:
+        with cache.writing(key) as entry:
+            counts = _stage(spark, [str(p) for p in files], run_dirs, entry.events)
+            entry.meta = counts
+        # Lost a race to another check of the same traces: its entry is as good as ours.
+        path = cache.events_path(key) if cache.lookup(key) is not None else entry.events
+    else:
+        path = stage_dir / "events.parquet"
+        counts = _stage(spark, [str(p) for p in files], run_dirs, path)
+
+    if counts["version"]:
+        version = counts["version"]
+        found = ", ".join(f"v={v} ({n} events)" for v, n in version["found"])
         raise InputError(
-            f"{example['file']}: trace schema version {example['v']} is not supported "
+            f"{version['file']}: trace schema version {version['v']} is not supported "
             f"(this checker reads v{SCHEMA_VERSION}; found {found})"
         )
-    torn = torn_last_lines(runs)
-    stats.torn = min(torn.count, stats.corrupt)
-    stats.corrupt -= stats.torn
+    stats = LoadStats(files=len(files), lines=counts["lines"])
+    stats.torn = min(torn.count, counts["corrupt"])
+    stats.corrupt = counts["corrupt"] - stats.torn
     stats.torn_files = torn.files
+    stats.unknown_events = dict(counts["unknown_events"])
+    ev_counts = dict(counts["ev_counts"])
     stats.events = sum(ev_counts.values())
-    events = table.filter(F.col("status") == "ok").drop("status", "file")
-    return Loaded(events, stats, ev_counts)
+    events = (_read_stage(spark, path).filter(F.col("ev") != SKIPPED)
+              .drop("status", "bad_ev", "file"))
+    return Loaded(events, stats, ev_counts, dict(counts["run_ends"]), run_dirs, from_cache)
+
+
+def event_lines(path: Path, run: str, rt: str, seqs: set[int]) -> dict[int, str]:
+    """The raw lines of run ``run`` and runtime ``rt`` with sequence numbers ``seqs`` from its trace file.
+
+    A runtime numbers its events from 0, one per line, so line ``seq`` is tried first and
+    nothing else is parsed; a file whose numbering is shifted (blank or skipped lines) is
+    then scanned, parsing only lines that mention a wanted number. Only lines that parse
+    and name ``rt`` count.
+    """
+    found: dict[int, str] = {}
+    wanted = set(seqs)
+    if not wanted:
+        return found
+    last = max(wanted)
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for number, line in enumerate(f):
+            if number in wanted and _seq_of(line, run, rt) == number:
+                found[number] = line.rstrip("\n")
+            if number >= last:
+                break
+    missing = wanted - set(found)
+    if missing:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if any(int(n) in missing for n in _SEQ.findall(line)):
+                    seq = _seq_of(line, run, rt)
+                    if seq in missing:
+                        found[seq] = line.rstrip("\n")
+                        missing.discard(seq)
+                        if not missing:
+                            break
+    return found
+
+
+_SEQ = re.compile(r'"seq"\s*:\s*(\d+)')
+
+
+def _seq_of(line: str, run: str, rt: str) -> int | None:
+    try:
+        event = json.loads(line)
+    except ValueError:
+        return None
+    if not isinstance(event, dict) or event.get("rt") != rt or event.get("run") != run:
+        return None
+    seq = event.get("seq")
+    return seq if isinstance(seq, int) and not isinstance(seq, bool) else None

@@ -83,6 +83,7 @@ def report_dict(outcome: Outcome, exit_status: int, slices: dict[tuple[str, str]
             for run in outcome.runs
         ],
         "input": outcome.stats.as_dict(),
+        "spark": outcome.cost.as_dict(),
         "checks": [
             {
                 "name": r.name,
@@ -159,6 +160,12 @@ def print_table(console: Console, outcome: Outcome) -> None:
         line += (f"; skipped {skipped:,}: {s.torn} torn last line(s), {s.corrupt} corrupt line(s)"
                  + (f", unknown events: {unknown}" if unknown else ""))
     console.print(escape(line), highlight=False, soft_wrap=True)
+    c = outcome.cost
+    spent = (f"read {c.read_s:.1f} s ({'trace cache' if c.from_cache else 'parsed'}), "
+             f"checks {c.check_s:.1f} s")
+    if c.jobs is not None:
+        spent += f", {c.jobs} Spark jobs, {c.tasks} tasks"
+    console.print(escape(spent), highlight=False, soft_wrap=True)
     for r in outcome.results:
         if len(r.notes) > 1 or (r.notes and len(r.notes[0]) > 40):
             for note in r.notes:

@@ -1,13 +1,19 @@
 """Starting Spark quietly: JVM output goes to a log file, Spark logs at ERROR only.
 
-``local[*]`` by default; any master a user has (the checks are plain DataFrame code, the
-same on a cluster). An already running session (a test suite's) is reused and left running.
+``local[*]`` by default; any master a user has, e.g. a standalone ``spark://host:port``
+(the checks are plain DataFrame code, the same on a cluster), or a Spark Connect server
+(``sc://host:port``), whose JVM is already warm. An already running session (a test
+suite's) is reused and left running. The checks use the DataFrame API only, which Spark
+Connect has; it has no SparkContext, so job counts are known on a classic session only.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import re
+import socket
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -45,6 +51,114 @@ def _is_local(master: str) -> bool:
     return master.startswith("local")
 
 
+_LOCAL = re.compile(r"local(?:\[(\*|\d+)(?:,\s*\d+)?\])?")
+_CONNECT = re.compile(r"sc://(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+)(?::(?P<port>\d{1,5}))?/?(?:;.*)?")
+
+
+def local_cores(master: str) -> int | None:
+    """The cores of a ``local``, ``local[N]`` or ``local[*]`` master; None for any other."""
+    match = _LOCAL.fullmatch(master.strip())
+    if match is None:
+        return None
+    n = match.group(1)
+    if n is None:
+        return 1  # plain "local": one thread
+    return (os.cpu_count() or 1) if n == "*" else int(n)
+
+
+def connect_address(url: str) -> tuple[str, int]:
+    """Host and port of a Spark Connect URL ``sc://host[:port]``; ValueError names what is wrong."""
+    match = _CONNECT.fullmatch(url.strip())
+    if match is None:
+        raise ValueError(f"--connect {url!r}: expected sc://host:port (e.g. sc://127.0.0.1:15002)")
+    port = int(match.group("port") or 15002)
+    if not 0 < port < 65536:
+        raise ValueError(f"--connect {url!r}: port {port} is out of range")
+    return match.group("host").strip("[]"), port
+
+
+def connect(url: str, timeout_s: float = 3.0) -> SparkHandle:
+    """A client session of the Spark Connect server at ``url``; the server keeps running."""
+    host, port = connect_address(url)
+    try:
+        socket.create_connection((host, port), timeout=timeout_s).close()
+    except OSError as exc:
+        raise SparkStartError(
+            f"no Spark Connect server at {host}:{port} ({exc.strerror or exc}); "
+            "start one with `joynr-sim spark start`"
+        ) from None
+    try:
+        spark = SparkSession.builder.remote(url.strip()).getOrCreate()
+        _ = spark.version  # one round trip: the server answers as Spark Connect
+    except Exception as exc:
+        raise SparkStartError(f"{host}:{port} does not answer as Spark Connect: {_first_line(exc)}") from None
+    return SparkHandle(spark, owned=True, jvm_pid=None, jvm_log=None)
+
+
+def is_connect(spark: SparkSession) -> bool:
+    return not hasattr(spark, "sparkContext") or type(spark).__module__.startswith("pyspark.sql.connect")
+
+
+def cores(spark: SparkSession) -> int | None:
+    """The cores that run tasks: the default parallelism, or a Connect server's local master."""
+    if not is_connect(spark):
+        return spark.sparkContext.defaultParallelism
+    try:
+        return local_cores(spark.conf.get("spark.master", "") or "")
+    except Exception:  # a server that does not tell: leave its settings alone
+        return None
+
+
+def tune(spark: SparkSession) -> None:
+    """Settings of every check run, on any session.
+
+    Shuffle partitions: twice the cores (adaptive execution merges small ones), not 200.
+    Writing the stage by event name keeps one open file per name instead of sorting every
+    row by name first. Listing the stage's folders stays on the driver: a listing job
+    costs more than it saves for a few dozen folders.
+    """
+    n = cores(spark)
+    if n:
+        spark.conf.set("spark.sql.shuffle.partitions", str(2 * n))
+    spark.conf.set("spark.sql.adaptive.enabled", "true")
+    spark.conf.set("spark.sql.maxConcurrentOutputFileWriters", "256")
+    spark.conf.set("spark.sql.sources.parallelPartitionDiscovery.threshold", "4096")
+
+
+class JobMeter:
+    """Counts the Spark jobs and tasks run inside ``with``: a job group and the status tracker.
+
+    On Spark Connect there is no status tracker: ``jobs`` and ``tasks`` stay None.
+    """
+
+    def __init__(self, spark: SparkSession) -> None:
+        self.spark = spark
+        self.jobs: int | None = None
+        self.tasks: int | None = None
+        self._group = f"joynr-sim-check-{uuid.uuid4().hex}"
+
+    def __enter__(self) -> JobMeter:
+        if not is_connect(self.spark):
+            self.spark.sparkContext.setJobGroup(self._group, "joynr-sim check")
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if is_connect(self.spark):
+            return
+        sc = self.spark.sparkContext
+        sc.setLocalProperty("spark.jobGroup.id", None)
+        sc.setLocalProperty("spark.job.description", None)
+        tracker = sc.statusTracker()
+        ids = tracker.getJobIdsForGroup(self._group)
+        tasks = 0
+        for job in ids:
+            info = tracker.getJobInfo(job)
+            for stage in info.stageIds if info else ():
+                stage_info = tracker.getStageInfo(stage)
+                tasks += stage_info.numTasks if stage_info else 0
+        self.jobs, self.tasks = len(ids), tasks
+
+
 def start(
     master: str = "local[*]",
     work_dir: Path | None = None,
@@ -62,8 +176,8 @@ def start(
     conf.set("spark.ui.showConsoleProgress", "false")
     conf.set("spark.sql.session.timeZone", "UTC")
     conf.set("spark.sql.adaptive.enabled", "true")
-    if shuffle_partitions is None and _is_local(master):
-        shuffle_partitions = 8  # small traces: 200 tiny shuffle tasks cost more than the work
+    if shuffle_partitions is None and local_cores(master):
+        shuffle_partitions = 2 * local_cores(master)  # tune() sizes a cluster's once it runs
     if shuffle_partitions is not None:
         conf.set("spark.sql.shuffle.partitions", str(shuffle_partitions))
     if driver_memory:

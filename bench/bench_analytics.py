@@ -1,30 +1,46 @@
-"""The Spark checker at scale: events per second on ``local[2]``, growth, memory, and
-whether every planted violation of the synthetic traces is found and nothing else.
+"""The Spark checker at scale and warm: every figure in one run, on ``local[2]``.
 
-Sizes: 1M and 10M events (quick: 100k and 1M), two run directories each, after a small
-warm-up run that is not reported. Generated data lives in a temporary directory that is
-removed afterwards.
+For 1M and 10M synthetic events (``--quick``: 100k and 1M), two run directories each:
+- the floor: Spark's JSON reader parses every field the checks read, in the same session,
+  and writes nothing (the ``noop`` sink);
+- the checker (reading pass, Parquet stage, checks, slices; no trace cache) and its time
+  as a ratio to the floor; events per second; Spark jobs and tasks of the check run;
+- whether every planted violation is found and nothing else;
+- the growth from the smaller size to the larger (10 = linear).
+Then the demo library (the runs of ``scenarios/``; ``JOYNR_BENCH_DEMO_RUNS=DIR`` reuses
+runs already made): ``joynr-sim check`` cold (a new JVM, no cache), and on a warm Spark
+Connect server (after one check that warms it) without and with the trace cache.
+Peak memory: this process, the local JVM and the Connect server's JVM.
+
+Targets (README): 1M at most 2x the floor, 10M at most 11x the 1M time, the demo library
+under 10 s on a warm Connect server and under 30 s cold.
 """
 
 from __future__ import annotations
 
+import os
 import resource
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
 
 from analytics.inputs import find_runs
 from analytics.runner import check_runs
-from analytics.session import start
+from analytics.schema import TRACE_V1
+from analytics.session import start, tune
 from analytics.synthetic import CHECK_NAMES, generate
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def _label(n: int) -> str:
     return f"{n // 1_000_000}M" if n >= 1_000_000 else f"{n // 1000}k"
 
 
-def _jvm_peak_mib(pid: int | None) -> float:
-    """Peak resident memory of the JVM (VmHWM), from /proc; 0 when unknown."""
+def _peak_mib(pid: int | None) -> float:
+    """Peak resident memory of a process (VmHWM), from /proc; 0 when unknown."""
     if pid is None:
         return 0.0
     try:
@@ -36,52 +52,124 @@ def _jvm_peak_mib(pid: int | None) -> float:
     return 0.0
 
 
-def run(quick: bool) -> list[dict]:
-    sizes = (100_000, 1_000_000) if quick else (1_000_000, 10_000_000)
+def _floor(spark, runs) -> float:
+    files = [str(p) for run in runs for p in run.trace_files]
+    started = time.perf_counter()
+    spark.read.schema(TRACE_V1).json(files).write.format("noop").mode("overwrite").save()
+    return time.perf_counter() - started
+
+
+def _scale(tmp: Path, sizes: tuple[int, int]) -> tuple[list[dict], float]:
     rows: list[dict] = []
     seconds: dict[int, float] = {}
-    with tempfile.TemporaryDirectory(prefix="bench-analytics-") as tmp:
-        scratch = Path(tmp) / "spark"
-        scratch.mkdir()
-        handle = start("local[2]", work_dir=scratch)
-        try:
-            # A first small run pays the JVM's warm-up, so the sizes below compare scaling.
-            warm = Path(tmp) / "warm-up"
-            generate(warm / "runs", 20_000, runs=2)
-            (warm / "stage").mkdir()
-            check_runs(handle.spark, find_runs([str(warm / "runs")]), warm / "stage")
-            for n in sizes:
-                data = Path(tmp) / f"runs-{n}"
-                started = time.perf_counter()
-                key = generate(data, n, runs=2)
-                gen_s = time.perf_counter() - started
-                rows.append({"group": "generate", "name": f"synthetic {_label(n)}",
-                             "value": key["events"] / gen_s, "unit": "events/s",
-                             "seconds": round(gen_s, 2)})
-                stage = Path(tmp) / f"stage-{n}"
-                stage.mkdir()
-                started = time.perf_counter()
-                outcome = check_runs(handle.spark, find_runs([str(data)]), stage)
-                took = time.perf_counter() - started
-                seconds[n] = took
-                rows.append({"group": "check local[2]", "name": f"all checks {_label(n)}",
-                             "value": outcome.stats.events / took, "unit": "events/s",
-                             "seconds": round(took, 2), "events": outcome.stats.events})
-                for r in outcome.results:
-                    found = sorted(v.key for v in r.violations)
-                    exact = found == key["planted"][r.name] and r.count == len(found)
-                    rows.append({"group": f"planted {_label(n)}", "name": r.name,
-                                 "value": exact, "unit": "found all, nothing else",
-                                 "seconds": round(r.seconds, 2)})
-                missing = set(CHECK_NAMES) - {r.name for r in outcome.results}
-                assert not missing, missing
-        finally:
-            jvm = _jvm_peak_mib(handle.jvm_pid)
-            handle.stop()
+    scratch = tmp / "spark"
+    scratch.mkdir()
+    handle = start("local[2]", work_dir=scratch)
+    try:
+        tune(handle.spark)
+        # A first small run pays the JVM's warm-up, so the sizes below compare scaling.
+        warm = tmp / "warm-up"
+        generate(warm / "runs", 20_000, runs=2)
+        (warm / "stage").mkdir()
+        runs = find_runs([str(warm / "runs")])
+        _floor(handle.spark, runs)
+        check_runs(handle.spark, runs, warm / "stage")
+        for n in sizes:
+            data = tmp / f"runs-{n}"
+            key = generate(data, n, runs=2)
+            runs = find_runs([str(data)])
+            floor = _floor(handle.spark, runs)
+            stage = tmp / f"stage-{n}"
+            stage.mkdir()
+            started = time.perf_counter()
+            outcome = check_runs(handle.spark, runs, stage)
+            took = time.perf_counter() - started
+            seconds[n] = took
+            events = outcome.stats.events
+            group = f"check {_label(n)} local[2]"
+            rows += [
+                {"group": group, "name": "floor: parse the checked fields", "value": floor, "unit": "s",
+                 "events_per_s": round(events / floor)},
+                {"group": group, "name": "checker / floor", "value": took / floor, "unit": "ratio (target <= 2)",
+                 "seconds": round(took, 2), "read_s": round(outcome.cost.read_s, 2),
+                 "check_s": round(outcome.cost.check_s, 2)},
+                {"group": group, "name": "checker", "value": events / took, "unit": "events/s",
+                 "events": events},
+                {"group": group, "name": "Spark jobs / tasks", "value": outcome.cost.jobs, "unit": "jobs",
+                 "tasks": outcome.cost.tasks},
+            ]
+            for r in outcome.results:
+                found = sorted(v.key for v in r.violations)
+                exact = found == key["planted"][r.name] and r.count == len(found)
+                rows.append({"group": f"planted {_label(n)}", "name": r.name, "value": exact,
+                             "unit": "found all, nothing else"})
+            missing = set(CHECK_NAMES) - {r.name for r in outcome.results}
+            assert not missing, missing
+    finally:
+        jvm = _peak_mib(handle.jvm_pid)
+        handle.stop()
     small, large = sizes
     rows.append({"group": "scale", "name": f"time {_label(large)} / time {_label(small)}",
-                 "value": seconds[large] / seconds[small], "unit": "ratio (10 = linear)"})
+                 "value": seconds[large] / seconds[small],
+                 "unit": f"ratio (target <= {1.1 * large / small:.0f}; {large // small} = linear)"})
+    return rows, jvm
+
+
+def _joynr(env: dict, *args: str) -> tuple[int, float]:
+    started = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "joynr_sim.cli", *args], env=env, cwd=ROOT,
+                          capture_output=True, text=True, timeout=1800)
+    took = time.perf_counter() - started
+    if done.returncode not in (0, 1):
+        raise RuntimeError(f"joynr-sim {' '.join(args)} failed: {done.stderr.strip()[-500:]}")
+    return done.returncode, took
+
+
+def _demo(tmp: Path) -> tuple[list[dict], float]:
+    env = dict(os.environ, XDG_CACHE_HOME=str(tmp / "xdg"), PYTHONPATH=str(ROOT))
+    demo = os.environ.get("JOYNR_BENCH_DEMO_RUNS")
+    if demo:
+        runs = Path(demo)
+    else:
+        runs = tmp / "demo"
+        subprocess.run([sys.executable, "-m", "joynr_sim.cli", "run", str(ROOT / "scenarios"), "--out", str(runs)],
+                       env=env, cwd=ROOT, capture_output=True, timeout=1800)
+    out = ["--out", str(tmp / "demo-check"), "--quiet"]
+    events = sum(1 for run in find_runs([str(runs)]) for p in run.trace_files for _ in open(p, "rb"))
+    rows = []
+    status, cold = _joynr(env, "check", str(runs), "--no-cache", *out)
+    rows.append({"group": "demo library", "name": "check cold (new JVM, no cache)", "value": cold,
+                 "unit": "s (target < 30)", "events": events, "exit": status})
+    port = "15077"
+    _joynr(env, "spark", "start", "--port", port, "--master", "local[2]")
+    server = None
+    try:
+        from analytics.server import running
+
+        server = running(tmp / "xdg" / "joynr-sim" / "spark")
+        url = f"sc://127.0.0.1:{port}"
+        _joynr(env, "check", str(runs), "--connect", url, "--no-cache", *out)  # warms the server
+        status, warm = _joynr(env, "check", str(runs), "--connect", url, "--no-cache", *out)
+        rows.append({"group": "demo library", "name": "check on a warm Connect server, no cache", "value": warm,
+                     "unit": "s (target < 10)", "exit": status})
+        _joynr(env, "check", str(runs), "--connect", url, *out)  # fills the trace cache
+        status, cached = _joynr(env, "check", str(runs), "--connect", url, *out)
+        rows.append({"group": "demo library", "name": "check on a warm Connect server, cached traces",
+                     "value": cached, "unit": "s (target < 10)", "exit": status})
+    finally:
+        server_mib = _peak_mib(server.pid if server else None)
+        _joynr(env, "spark", "stop")
+    return rows, server_mib
+
+
+def run(quick: bool) -> list[dict]:
+    sizes = (100_000, 1_000_000) if quick else (1_000_000, 10_000_000)
+    with tempfile.TemporaryDirectory(prefix="bench-analytics-") as tmp:
+        rows, jvm = _scale(Path(tmp), sizes)
+        demo_rows, server = _demo(Path(tmp))
+    rows += demo_rows
     driver = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    rows.append({"group": "memory", "name": "peak driver RSS + JVM RSS", "value": driver + jvm,
+    rows.append({"group": "memory", "name": "peak driver RSS + local JVM RSS", "value": driver + jvm,
                  "unit": "MiB", "driver": round(driver), "jvm": round(jvm)})
+    rows.append({"group": "memory", "name": "peak Connect server JVM RSS", "value": server, "unit": "MiB"})
     return rows

@@ -2,10 +2,12 @@
 
 Exit status: 0 success; 1 a scenario step failed (run), a scenario ended otherwise than the
 policy matrix requires (run --policy all: it must hold under its own policy and fail under
-each it guards against), a check found violations (check, run --check) or a scenario file
-is broken (list); 2 bad input (a usage error, an unusable file, folder or option: nothing
-runs); 3 a run could not be set up (run: a broker, the GCD store or a port could not be
-reached) or the checks could not run; 130 interrupted. Every error is one line on stderr.
+each it guards against), a check found violations (check, run --check), a scenario file is
+broken (list), explore found failures, or the Spark Connect server is already running (spark
+start) or not running (spark stop, spark status); 2 bad input (a usage error, an unusable
+file, folder or option: nothing runs); 3 a run could not be set up (run: a broker, the GCD
+store or a port could not be reached), the checks could not run, or the Spark Connect server
+did not come up (spark start); 130 interrupted. Every error is one line on stderr.
 """
 
 from __future__ import annotations
@@ -130,6 +132,32 @@ def cmd_check(args: argparse.Namespace, console: Console) -> int:
     return run_checks(args, console)
 
 
+def cmd_spark(args: argparse.Namespace, console: Console) -> int:
+    """0 done, 1 already running (start) or not running (stop, status), 2 bad input, 3 no start."""
+    from analytics import server
+
+    err = Console(stderr=True)
+    try:
+        if args.action == "start":
+            found = server.start(args.port, master=args.master, driver_memory=args.driver_memory)
+            console.print(f"Spark Connect server on {found.url} (pid {found.pid}); check with "
+                          f"`joynr-sim check --connect {found.url} RUN...`, stop with `joynr-sim spark stop`",
+                          soft_wrap=True, highlight=False)
+        elif args.action == "stop":
+            found = server.stop()
+            console.print(f"stopped the Spark Connect server on {found.url} (pid {found.pid})", highlight=False)
+        else:
+            found = server.running()
+            if found is None:
+                console.print("no Spark Connect server is running", highlight=False)
+                return 1
+            console.print(f"Spark Connect server on {found.url} (pid {found.pid})", highlight=False)
+    except server.ServerError as exc:
+        err.print(f"[red]joynr-sim spark {args.action}: {escape(str(exc))}[/]", soft_wrap=True, highlight=False)
+        return exc.status
+    return 0
+
+
 class _Parser(argparse.ArgumentParser):
     """A usage error is one line naming the option and value, then exit 2."""
 
@@ -167,6 +195,17 @@ def build_parser() -> argparse.ArgumentParser:
                        help="check run traces with Spark (exit 0 clean, 1 violations, 2 bad input)",
                        description=check_parser().description, epilog=check_parser().epilog)
     p.set_defaults(func=cmd_check)
+    p = sub.add_parser("spark", help="start, stop or show a warm Spark Connect server on 127.0.0.1 for "
+                       "`check --connect` (exit 0 done, 1 already running / not running, 3 no start)",
+                       description="A Spark Connect server on loopback that keeps Spark warm between checks; "
+                       "its pid file and log are in $XDG_CACHE_HOME/joynr-sim/spark (default ~/.cache/...).",
+                       epilog="exit status: 0 done; 1 start: already running, stop/status: not running; "
+                       "2 bad input; 3 the server did not come up")
+    p.add_argument("action", choices=["start", "stop", "status"])
+    p.add_argument("--port", type=int, default=15002, help="start: the port on 127.0.0.1 (default 15002)")
+    p.add_argument("--master", default="local[*]", help="start: the server's Spark master (default local[*])")
+    p.add_argument("--driver-memory", metavar="SIZE", help="start: the server's driver memory, e.g. 2g")
+    p.set_defaults(func=cmd_spark)
     p = sub.add_parser("list", help="list scenarios: name, seed scenario, policy, steps")
     p.add_argument("paths", nargs="*", type=Path, metavar="PATH",
                    help="scenario files or folders (default: ./scenarios)")

@@ -93,6 +93,13 @@ def _tier_guard(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch)
         )
 
 
+@pytest.fixture(autouse=True)
+def _trace_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``joynr-sim check`` caches parsed traces under $XDG_CACHE_HOME: in a test, a temporary
+    folder (inherited by the commands a test starts), never the user's cache."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.getbasetemp() / "xdg-cache"))
+
+
 # -- brokers ----------------------------------------------------------------------------
 
 

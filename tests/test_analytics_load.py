@@ -1,0 +1,102 @@
+"""Reading traces: run directories from first lines or paths, counts from the writing pass,
+the trace cache, slices read back from the files, and job counts."""
+
+from __future__ import annotations
+
+import json
+import os
+
+from analytics.cache import TraceCache
+from analytics.frames import rows_frame
+from analytics.inputs import find_runs
+from analytics.load import event_lines, load
+from analytics.runner import check_runs
+from analytics.session import JobMeter
+from analytics_helpers import RunBuilder, entry, wire
+
+PATH = [("lib-1", "ws"), ("cc-1", "mqtt"), ("cc-2", "ws"), ("lib-2", "ws")]
+
+
+def overwriting_run(name: str) -> RunBuilder:
+    b = RunBuilder(name)
+    b.put("cc-1", 1, "p", entry("WebSocketClient", "lib-1"), entry("Mqtt", "g1/cc-2"), "replaced")
+    t = wire(b, "q1", PATH, 10, corr="c1")
+    wire(b, "r1", list(reversed(PATH)), t, type_="rp", corr="c1")
+    return b
+
+
+def test_counts_ends_and_run_dirs_come_from_the_reading_pass(spark, tmp_path):
+    a = overwriting_run("same-id")
+    a.write(tmp_path / "one")
+    a.write(tmp_path / "two")  # a copy: two directories, one run id
+    other = overwriting_run("other")
+    other.add("runner", "step", 500, index=0, name="x")
+    other.write(tmp_path / "one")
+    runs = find_runs([str(tmp_path / "one"), str(tmp_path / "two")])
+    stage = tmp_path / "stage"
+    stage.mkdir()
+    with JobMeter(spark) as meter:
+        loaded = load(spark, runs, stage)
+    assert meter.jobs and meter.jobs <= 2 and meter.tasks >= meter.jobs
+    assert loaded.ev_counts["rt.put"] == 3 and loaded.ev_counts["step"] == 1
+    assert loaded.stats.events == sum(loaded.ev_counts.values()) == 3 * 15 + 1
+    assert loaded.run_ends == {"other": 500, "same-id": max(e["ts"] for e in a.events)}
+    assert sorted(loaded.run_dirs["same-id"]) == sorted(str(r.dir) for r in runs if r.dir.name == "same-id")
+    dirs = {(r["run"], r["run_dir"]) for r in loaded.events.select("run", "run_dir").distinct().collect()}
+    # The copy is placed by its path, the unique run id by its first line: each where it lies.
+    assert dirs == {("same-id", str(tmp_path.resolve() / "one" / "same-id")),
+                    ("same-id", str(tmp_path.resolve() / "two" / "same-id")),
+                    ("other", str(tmp_path.resolve() / "one" / "other"))}
+    assert "raw" not in loaded.events.columns
+
+
+def test_the_cache_is_read_again_and_a_changed_file_is_parsed_again(spark, tmp_path):
+    b = overwriting_run("run-1")
+    run_dir = b.write(tmp_path / "runs")
+    cache = TraceCache(tmp_path / "cache" / "traces")
+    foreign = tmp_path / "cache" / "traces" / "not-ours"
+    foreign.mkdir()
+
+    def check():
+        stage = tmp_path / f"stage-{len(os.listdir(tmp_path))}"
+        stage.mkdir()
+        return check_runs(spark, find_runs([str(run_dir)]), stage, ["overwrite-violation"], cache=cache)
+
+    first, again = check(), check()
+    assert not first.cost.from_cache and again.cost.from_cache
+    assert [v.key for v in first.results[0].violations] == [v.key for v in again.results[0].violations] \
+        == ["run-1/cc-1/0"]
+    assert again.stats.as_dict() == first.stats.as_dict()
+    # A second overwrite, appended: the file changed, so it is parsed again and found.
+    line = json.dumps({"v": 1, "ts": 900, "seq": 99, "run": "run-1", "rt": "cc-1", "kind": "cluster-controller",
+                       "ev": "rt.put", "participant": "p2", "policy": "precedence", "outcome": "replaced",
+                       "reason": "", "origin": "local", "old": entry("WebSocketClient", "lib-1"),
+                       "new": entry("Mqtt", "g1/cc-2"), "entry": entry("Mqtt", "g1/cc-2")})
+    with open(run_dir / "trace" / "cc-1.ndjson", "a") as f:
+        f.write(line + "\n")
+    changed = check()
+    assert not changed.cost.from_cache
+    assert {v.key for v in changed.results[0].violations} == {"run-1/cc-1/0", "run-1/cc-1/99"}
+    assert changed.results[0].violations[1].slice == [line]  # read back from the file
+    entries = [p for p in cache.root.iterdir() if len(p.name) == 64]
+    assert len(entries) == 2 and foreign.is_dir()
+    small = TraceCache(cache.root, keep=1)
+    small._evict()
+    assert len([p for p in cache.root.iterdir() if len(p.name) == 64]) == 1 and foreign.is_dir()
+
+
+def test_event_lines_finds_shifted_lines_and_only_those_of_the_runtime(tmp_path):
+    path = tmp_path / "cc-1.ndjson"
+    events = [{"v": 1, "ts": i, "seq": i, "run": "r", "rt": "cc-1", "ev": "step"} for i in range(5)]
+    lines = [json.dumps(e) for e in events]
+    path.write_text("\n".join(["", "garbage", lines[0], lines[1], json.dumps({**events[2], "rt": "cc-2"}),
+                               lines[3], lines[4]]) + "\n")
+    assert event_lines(path, "r", "cc-1", {1, 2, 4}) == {1: lines[1], 4: lines[4]}
+    assert event_lines(path, "other-run", "cc-1", {1}) == {}
+
+
+def test_rows_frame_types_and_empty_tables(spark):
+    df = rows_frame(spark, [("a", 1, True), ("b", None, None)], "name string, n bigint, flag boolean")
+    assert [tuple(r) for r in df.collect()] == [("a", 1, True), ("b", None, None)]
+    assert rows_frame(spark, [], "x string, y int").collect() == []
+    assert rows_frame(spark, [], "x string, y int").columns == ["x", "y"]

@@ -1,0 +1,52 @@
+"""``joynr-sim spark`` and ``check --connect``: the refusals that need no JVM."""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+
+from joynr_sim.cli import main
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_stop_and_status_without_a_server_exit_1(capsys):
+    assert main(["spark", "stop"]) == 1
+    assert "no Spark Connect server is running" in capsys.readouterr().err
+    assert main(["spark", "status"]) == 1
+
+
+def test_start_refuses_a_bad_or_busy_port(capsys):
+    assert main(["spark", "start", "--port", "0"]) == 2
+    assert "--port 0" in capsys.readouterr().err
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        assert main(["spark", "start", "--port", str(busy.getsockname()[1])]) == 3
+    assert "in use" in capsys.readouterr().err
+
+
+def test_check_connect_refuses_a_bad_url_or_no_server(tmp_path, capsys):
+    from analytics_helpers import RunBuilder
+
+    b = RunBuilder()
+    b.add("runner", "step", 1, index=0, name="x")
+    run_dir = b.write(tmp_path / "runs")
+    assert main(["check", str(run_dir), "--connect", "http://x"]) == 2
+    assert "expected sc://host:port" in capsys.readouterr().err
+    assert main(["check", str(run_dir), "--connect", f"sc://127.0.0.1:{_closed_port()}"]) == 2
+    err = capsys.readouterr().err
+    assert "no Spark Connect server" in err and "Traceback" not in err
+    with pytest.raises(SystemExit) as exit_:
+        main(["check", str(run_dir), "--connect", "sc://h:1", "--master", "local[1]"])
+    assert exit_.value.code == 2
