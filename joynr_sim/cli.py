@@ -25,6 +25,7 @@ from brokers import redact
 from .core.address import ADDRESS_TYPES
 from .core.policies import POLICIES, RUNTIME_KINDS
 from .core.routing import policy_matrix
+from .explore.console import add_parser as add_explore_parser
 
 _CELL = {"replaced": "[green]replace[/]", "refused": "[red]refuse[/]", "merged": "merge"}
 
@@ -226,6 +227,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a report.json of joynr-sim check to take verdicts from (default: check/report.json "
                    "in the run directory or a sibling one)")
     p.set_defaults(func=cmd_report)
+    add_explore_parser(sub)
     return parser
 
 

@@ -119,13 +119,24 @@ def _call(rng: random.Random, w: World) -> dict | None:
     return {kind: args}
 
 
+def _startable(w: World, runtime: str) -> bool:
+    """A libjoynr runtime starts only while its cluster controller runs, a cluster controller
+    only while its brokers run: the simulator's start waits for those connections."""
+    cc = w.libjoynr.get(runtime)
+    return w.up[cc] if cc is not None else all(w.brokers_up.values())
+
+
 def _lifecycle(rng: random.Random, w: World) -> dict | None:
     runtime = rng.choice(w.runtimes)
     if not w.up[runtime]:
+        if not _startable(w, runtime):
+            return None
         w.up[runtime] = True
         w.epoch[runtime] += 1
         return {"start": runtime}
     kind = rng.choice(("crash", "stop", "restart", "restart"))
+    if kind == "restart" and not _startable(w, runtime):
+        kind = "crash"
     w.epoch[runtime] += 1
     if kind == "stop":
         # A graceful stop unregisters what the runtime registered.

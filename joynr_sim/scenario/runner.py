@@ -126,8 +126,12 @@ async def run_scenario(
     seed: int | None = None,
     gcd_store: str | None = None,
     on_step: Callable[[StepOutcome], None] = lambda outcome: None,
+    keep_going: bool = False,
 ) -> RunResult:
     """Run one scenario into ``<out_dir>/<scenario name>/``.
+
+    ``keep_going``: a failed step does not end the run (explore's schedules: a call that
+    times out while a broker is down is an outcome to record, the checks judge the trace).
 
     An earlier run directory of joynr-sim there is replaced; anything else raises
     ``RunDirError`` and is left as it is. Set-up failures do not raise: the result's
@@ -165,7 +169,7 @@ async def run_scenario(
             text = str(exc) if _is_environment(exc) else f"{type(exc).__name__}: {exc}"
             raise SetupError(redact(text) or type(exc).__name__) from exc
         try:
-            await _run_steps(scenario, runner, trace, result, on_step)
+            await _run_steps(scenario, runner, trace, result, on_step, keep_going)
         finally:
             await runner.cancel_background()
         result.complete = True
@@ -194,7 +198,7 @@ async def run_scenario(
 
 
 async def _run_steps(scenario: Scenario, runner: ScenarioRunner, trace: TraceWriter, result: RunResult,
-                     on_step: Callable[[StepOutcome], None]) -> None:
+                     on_step: Callable[[StepOutcome], None], keep_going: bool = False) -> None:
     for step, outcome in zip(scenario.steps, result.steps):
         t = time.perf_counter()
         try:
@@ -209,7 +213,7 @@ async def _run_steps(scenario: Scenario, runner: ScenarioRunner, trace: TraceWri
         trace.emit("step", index=step.index, name=step.title, outcome=outcome.outcome,
                    detail=outcome.detail, line=step.line)
         on_step(outcome)
-        if outcome.outcome == "failed":
+        if outcome.outcome == "failed" and not keep_going:
             break
 
 

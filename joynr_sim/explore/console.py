@@ -1,0 +1,110 @@
+"""Run random schedules of steps and faults on real brokers, judge each run with the Spark
+checks and shrink each new failure to the smallest scenario that still fails the same way.
+
+Exit status: 0 nothing found; 1 failures found (each shrunk, its scenario written); 2 bad
+input (an option, or an --out that holds something explore did not write); 3 Spark or a
+broker could not be started; 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import tempfile
+from pathlib import Path
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from ..core.policies import POLICIES
+
+_BUDGET = re.compile(r"^(\d{1,6})(s|m|h)?$")
+_UNIT_S = {"s": 1, "m": 60, "h": 3600, None: 1}
+MARKER = "explore.json"
+
+
+def budget_seconds(text: str) -> int:
+    """``90``, ``90s``, ``10m`` or ``2h`` in seconds."""
+    m = _BUDGET.match(text.strip())
+    if not m or int(m.group(1)) == 0:
+        raise argparse.ArgumentTypeError(f"--budget {text!r}: a positive duration such as 90s, 10m or 2h")
+    return int(m.group(1)) * _UNIT_S[m.group(2)]
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("explore", help="run random fault schedules, check each with Spark, shrink what fails",
+                       description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n")[1])
+    p.add_argument("--policy", default="precedence", help="routing policy of every run (default: precedence)")
+    p.add_argument("--broker", default="amqtt", choices=["amqtt", "mosquitto"], help="broker (default: amqtt)")
+    limit = p.add_mutually_exclusive_group()
+    limit.add_argument("--budget", type=budget_seconds, help="time to explore, e.g. 10m (default: 10m)")
+    limit.add_argument("--runs", type=int, help="number of schedules to run")
+    p.add_argument("--seed", type=int, default=1, help="the same seed gives the same schedules (default: 1)")
+    p.add_argument("--out", type=Path, default=Path("explore"), help="output folder (default: explore/)")
+    p.add_argument("--shrink-tries", type=int, default=40, help="runs spent shrinking each failure (default: 40)")
+    p.set_defaults(func=cmd_explore)
+
+
+def _refusal(args: argparse.Namespace) -> str | None:
+    if args.policy not in POLICIES:
+        return f"--policy {args.policy!r} is unknown; choose one of {', '.join(POLICIES)}"
+    if args.runs is not None and not 1 <= args.runs <= 100_000:
+        return f"--runs {args.runs}: from 1 to 100000"
+    if not 0 <= args.seed < 2**63:
+        return f"--seed {args.seed}: from 0 to 2**63-1"
+    if not 0 <= args.shrink_tries <= 1_000:
+        return f"--shrink-tries {args.shrink_tries}: from 0 to 1000"
+    out: Path = args.out
+    if out.is_symlink() or (out.exists() and not out.is_dir()):
+        return f"--out {out}: not a folder"
+    if out.is_dir() and any(out.iterdir()) and not (out / MARKER).is_file():
+        return f"--out {out}: holds files joynr-sim explore did not write; choose an empty or new folder"
+    return None
+
+
+def cmd_explore(args: argparse.Namespace, console: Console) -> int:
+    err = Console(stderr=True)
+    problem = _refusal(args)
+    if problem:
+        err.print(f"[red]joynr-sim explore: {escape(problem)}[/]", soft_wrap=True, highlight=False)
+        return 2
+    from analytics.session import SparkStartError
+
+    from .runner import Checker, Explorer
+
+    args.out.mkdir(parents=True, exist_ok=True, mode=0o700)
+    budget = args.budget if args.runs is None and args.budget is not None else None
+    if args.runs is None and budget is None:
+        budget = 600
+    with tempfile.TemporaryDirectory(prefix="joynr-explore-") as scratch:
+        try:
+            checker = Checker(Path(scratch))
+        except SparkStartError as exc:
+            err.print(f"[red]joynr-sim explore: {escape(str(exc))}[/]", soft_wrap=True, highlight=False)
+            return 3
+
+        def progress(kind: str, info: dict) -> None:
+            if kind == "run":
+                failures = ", ".join(info["failures"]) or "clean"
+                console.print(f"run {info['index']:>4}: {escape(failures)}", highlight=False)
+            else:
+                console.print(f"      shrinking {escape(info['signature'])}: try {info['try']}, "
+                              f"{info['steps']} steps", highlight=False)
+
+        explorer = Explorer(args.out, policy=args.policy, broker=args.broker, seed=args.seed, checker=checker,
+                            shrink_tries=args.shrink_tries, on_event=progress)
+        try:
+            summary = explorer.explore(runs=args.runs, budget_s=budget)
+        finally:
+            checker.close()
+    table = Table(title=f"explore --seed {summary.seed} --policy {summary.policy}: {summary.runs} runs, "
+                        f"{summary.seconds:.0f} s")
+    for col in ("failure", "runs", "steps", "scenario"):
+        table.add_column(col, overflow="fold")
+    for f in summary.findings:
+        table.add_row("/".join(f.signature), str(summary.seen.get("/".join(f.signature), 0)),
+                      f"{f.steps_before} -> {f.steps_after}", f.scenario_file)
+    console.print(table)
+    console.print(f"{args.out / MARKER}", highlight=False)
+    return 1 if summary.findings else 0

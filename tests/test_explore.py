@@ -1,0 +1,117 @@
+"""joynr-sim explore: what counts as a failure, the command's refusals, and (e2e, Spark) a
+broken policy found and shrunk on real brokers."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+import yaml
+
+from joynr_sim.cli import main
+from joynr_sim.explore.generate import Generator, StepKind
+from joynr_sim.explore.runner import Explorer, judge
+from joynr_sim.scenario.loader import parse_scenario
+from joynr_sim.scenario.runner import RunResult, StepOutcome
+
+
+def _result(**kw) -> RunResult:
+    r = RunResult("s", None, "/tmp/x", "s-1", "precedence", "amqtt", 1, {"seed": "explore", "scenario": "x"})
+    for k, v in kw.items():
+        setattr(r, k, v)
+    return r
+
+
+def test_a_joynr_error_of_a_step_is_an_outcome_not_a_failure() -> None:
+    step = StepOutcome(0, "call", "call px.echo", 3, "failed", "timed out: no reply")
+    assert judge(_result(outcome="failed", steps=[step]), []).signatures == set()
+
+
+def test_violations_unexpected_errors_and_run_errors_are_failures() -> None:
+    crashed = StepOutcome(1, "restart", "restart app1", 4, "failed", "RemoteError: KeyError: 'x'", traceback="tb")
+    verdict = judge(_result(outcome="error", error="teardown: OSError: gone", steps=[crashed]),
+                    [("routing-loop", "loop", "cc1 -> app1 -> cc1")])
+    assert verdict.signatures == {("run-error", "teardown"), ("step-error", "KeyError"), ("routing-loop", "loop")}
+    assert any("cc1 -> app1 -> cc1" in d for d in verdict.details)
+
+
+def _cli(argv: list[str]) -> int:
+    try:
+        return main(argv)
+    except SystemExit as exc:  # argparse's usage errors
+        return int(exc.code)
+
+
+@pytest.mark.parametrize("argv, problem", [
+    (["--policy", "nonsense"], "--policy 'nonsense' is unknown"),
+    (["--runs", "0"], "--runs 0"),
+    (["--budget", "ten minutes"], "--budget"),
+    (["--runs", "1", "--budget", "1m"], "not allowed with"),
+])
+def test_a_bad_option_is_one_line_and_exit_2(argv, problem, tmp_path, capsys) -> None:
+    assert _cli(["explore", *argv, "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert problem in err and "Traceback" not in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_an_out_folder_of_someone_else_is_refused_and_left_alone(tmp_path, capsys) -> None:
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "thesis.tex").write_text("precious")
+    assert main(["explore", "--runs", "1", "--out", str(mine)]) == 2
+    assert "did not write" in capsys.readouterr().err
+    assert [p.name for p in mine.iterdir()] == ["thesis.tex"]
+
+
+# -- on real brokers, judged by Spark -------------------------------------------------------
+
+
+def _overwrite_prone(rng: random.Random, w) -> dict | None:
+    """A provider with a fixed id registered again on another runtime: the conflict the
+    routing rules decide (precedence refuses what last-writer-wins takes)."""
+    hosts = [rt for rt in w.runtimes if w.usable(rt)]
+    if len(hosts) < 2:
+        return None
+    name = w.name("prov")
+    rt = rng.choice(hosts)
+    w.providers[name] = (rt, "fixed-echo-1", w.epoch[rt])
+    return {"register": {"runtime": rt, "provider": name, "domain": "dom", "interface": "joynrsim/Echo",
+                         "participant_id": "fixed-echo-1", "scope": "GLOBAL"}}
+
+
+class _Checker:
+    def __init__(self, spark_checker) -> None:
+        self.inner = spark_checker
+        self.calls = 0
+
+    def violations(self, run_dir: Path):
+        self.calls += 1
+        return self.inner.violations(run_dir)
+
+
+@pytest.mark.e2e
+@pytest.mark.spark
+def test_a_broken_policy_is_found_shrunk_and_the_minimal_scenario_replays(tmp_path) -> None:
+    from joynr_sim.explore.runner import Checker
+
+    gen = Generator(min_steps=6, max_steps=8, extra_kinds=[StepKind("re-register", 12, _overwrite_prone)])
+    checker = Checker(tmp_path / "spark")
+    try:
+        explorer = Explorer(tmp_path / "out", policy="last-writer-wins", broker="amqtt", seed=3,
+                            checker=_Checker(checker), generator=gen, shrink_tries=6)
+        summary = explorer.explore(runs=2)
+    finally:
+        checker.close()
+    assert summary.findings, summary.seen
+    finding = next(f for f in summary.findings if f.signature[0] == "overwrite-violation")
+    assert finding.steps_after <= finding.steps_before and finding.steps_after <= 8
+    text = Path(finding.scenario_file).read_text()
+    assert text.startswith("# Found by: joynr-sim explore --seed 3 --policy last-writer-wins")
+    assert parse_scenario(text).policy == "last-writer-wins"  # replayable as a library scenario
+    assert (Path(finding.run_dir) / "checker.txt").read_text().count("overwrite-violation") >= 1
+    data = json.loads((tmp_path / "out" / "explore.json").read_text())
+    assert data["runs"] == 2 and data["findings"][0]["signature"]
+    assert yaml.safe_load(text)["steps"]
