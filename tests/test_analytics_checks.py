@@ -39,11 +39,24 @@ def test_routing_loop(spark, tmp_path):
     # a re-route: back at lib-1, whose provider registered meanwhile, and delivered in process
     t = wire(clean, "m3", [("lib-1", "ws"), ("cc-1", "ws"), ("lib-1", "ws")], t + 10, deliver=False)
     clean.msg("lib-1", "msg.out", t, "m3", hops=3, via="inprocess", target="inprocess:1")
+    clean.msg("lib-1", "msg.deliver", t, "m3", hops=3)
+    # a second copy with the hop count of the first is a duplicate, not a return
+    t = wire(clean, "m4", CC, t + 10, corr="c4")
+    clean.msg("cc-2", "msg.in", t, "m4", hops=2, via="mqtt", gbid="g1")
+    clean.msg("cc-2", "msg.drop", t, "m4", hops=2, reason="duplicate")
+    # came back and then expired, queued, or was delivered where it came from: loops all
+    t = wire(bad, "m5", [("cc-1", "mqtt"), ("cc-2", "mqtt"), ("cc-1", "mqtt")], 200, deliver=False)
+    bad.msg("cc-1", "msg.drop", t, "m5", hops=4, reason="expired")
+    t = wire(bad, "m6", [("cc-1", "mqtt"), ("cc-2", "mqtt"), ("cc-1", "mqtt")], t, deliver=False)
+    bad.msg("cc-1", "msg.queue", t, "m6", hops=4, reason="no-route")
+    wire(bad, "m7", [("lib-1", "ws"), ("cc-1", "ws"), ("cc-2", "ws"), ("lib-1", "ws")], t + 1)
     result = check(spark, tmp_path, [bad, clean], "routing-loop")
-    assert keys(result) == {"loop/m1", "loop/m2"}
+    assert keys(result) == {"loop/m1", "loop/m2", "loop/m5", "loop/m6", "loop/m7"}
+    assert {v.key: v.kind for v in result.violations if v.key != "loop/m1"} == {
+        "loop/m2": "hop-limit", "loop/m5": "came-back", "loop/m6": "came-back", "loop/m7": "came-back"}
     loop = next(v for v in result.violations if v.key == "loop/m1")
     assert loop.details["cycle"] == ["cc-1", "cc-2"]
-    assert set(loop.details["why"]) == {"routed-twice", "hop-limit"}
+    assert set(loop.details["why"]) == {"came-back", "routed-twice", "hop-limit"}
     assert {(e["rt"], e["addr"]) for e in loop.details["routing_entries"]} == {
         ("cc-1", "g1/cc-2"), ("cc-2", "g1/cc-1")}
     assert "cc-1 -> cc-2 -> cc-1" in loop.summary
