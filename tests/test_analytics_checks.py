@@ -78,7 +78,14 @@ def test_overwrite_violation_per_policy(spark, tmp_path):
     bad.put("cc-1", 15, "f", None, entry("Mqtt", "g1/cc-1"), "created", origin="reply-to")  # 6: own
     bad.add("cc-1", "rt.remove", 16, participant="g", policy="precedence", outcome="removed",
             old=sticky, entry=None)  # 7: sticky removed
-    bad.put("libjoynr-x", 17, "h", None, mqtt, "created")  # no kind rule: not judged
+    bad.put("libjoynr-x", 17, "h", None, mqtt, "created")  # no kind rule: unjudged
+    bad.put("cc-1", 18, "i", None, entry("Carrier", "pigeon"), "created")  # 7: unknown type
+    bad.add("cc-1", "rt.put", 19, participant="j", policy="precedence", outcome="created",
+            reason="", origin="local", old=None, new=None, entry=None)  # 8: nothing offered
+    bad.put("cc-1", 20, "k", None, entry("Mqtt", "g1/cc-2", visible=True), "created",
+            entry_after=mqtt)  # 9: visibility not the offered one
+    bad.put("cc-1", 21, "m", None, wsc, "created")  # 10
+    bad.put("cc-1", 22, "m", mqtt, mqtt, "merged")  # 11: old is not what 10 left
     clean = RunBuilder("clean")
     life_start(clean)
     clean.put("cc-1", 10, "a", None, wsc, "created")
@@ -90,13 +97,22 @@ def test_overwrite_violation_per_policy(spark, tmp_path):
               outcome="refused-sticky", old=sticky, entry=sticky)
     clean.add("cc-1", "rt.purge", 20_000, participant="b", policy="precedence", outcome="removed",
               reason="expired", old=wsc)
+    clean.add("cc-1", "rt.remove", 20_001, participant="b", policy="precedence", outcome="absent",
+              old=None, entry=None)
+    # a crash (written by the runtime) or a restart (by the runner) starts the table afresh
+    clean.put("cc-2", 30, "n", None, wsc, "created")
+    clean.add("cc-2", "life.crash", 31, target="cc-2", target_kind="cluster-controller")
+    clean.put("cc-2", 32, "n", None, entry("Mqtt", "g1/cc-3"), "created")
+    clean.put("cc-3", 30, "n", None, wsc, "created")
+    clean.add("runner", "life.restart", 31, target="cc-3", target_kind="cluster-controller")
+    clean.put("cc-3", 32, "n", None, mqtt, "created")
     local_remote = RunBuilder("lr", policy="local-remote")
     local_remote.put("cc-1", 10, "a", wsc, mqtt, "replaced")  # local -> remote: violation
     local_remote.put("cc-1", 11, "b", mqtt, wsc, "replaced")
     local_remote.put("cc-1", 12, "c", sticky, wsc, "replaced",
                      entry_after=entry("WebSocketClient", "lib-1", sticky=True))
     local_remote.add("cc-1", "rt.remove", 13, participant="c", policy="local-remote",
-                     outcome="removed", old=sticky, entry=None)
+                     outcome="removed", old=entry("WebSocketClient", "lib-1", sticky=True), entry=None)
     gcd_trust = RunBuilder("gt", policy="gcd-trust")
     gcd_trust.put("cc-1", 10, "a", wsc, mqtt, "replaced", origin="gcd")
     gcd_trust.put("cc-1", 11, "b", wsc, mqtt, "replaced", origin="reply-to")  # violation
@@ -112,6 +128,11 @@ def test_overwrite_violation_per_policy(spark, tmp_path):
         "bad/cc-1/4": "sticky-lost",
         "bad/cc-1/5": "should-refuse:own-topic",
         "bad/cc-1/6": "should-refuse:sticky",
+        "bad/libjoynr-x/0": "unjudged",
+        "bad/cc-1/7": "unjudged",
+        "bad/cc-1/8": "unjudged",
+        "bad/cc-1/9": "visible-not-offered",
+        "bad/cc-1/11": "old-not-held",
         "lr/cc-1/0": "should-refuse:local-remote",
         "gt/cc-1/1": "should-refuse:routing-info-changed",
         "lww/cc-1/0": "should-refuse:precedence",

@@ -19,6 +19,7 @@ class CheckContext:
     storm_steals: int = 5
     storm_window_ms: int = 10_000
     ev_counts: dict[str, int] | None = None  # known counts per ev spare a Spark job
+    declared: dict[str, str | None] | None = None  # run_dir -> declared policy, as policies holds
     _shared: dict[str, DataFrame] = field(default_factory=dict)
 
     def shared(self, name: str, build: Callable[[], DataFrame]) -> DataFrame:
