@@ -174,6 +174,56 @@ def test_lost_message(spark, tmp_path):
     assert len(lost.slice) == 7
 
 
+def teardown(b: RunBuilder, ts: int) -> None:
+    """The graceful stops that end every run, libjoynr runtimes first, brokers last."""
+    for rt in ("lib-1", "lib-2", "lib-3", "cc-1", "cc-2", "cc-3"):
+        kind = "libjoynr" if rt.startswith("lib") else "cluster-controller"
+        b.add(rt, "life.stop", ts, target=rt, target_kind=kind)
+        ts += 1
+    b.add("runner", "life.stop", ts, target="broker-g1", target_kind="broker", gbid="g1")
+
+
+def test_lost_message_is_excused_only_while_in_flight(spark, tmp_path):
+    late = RunBuilder("late")
+    life_start(late)
+    # expired at 100; the stop at 300 came too late to explain it
+    wire(late, "q1", CC, 10, corr="c1", exp=100)
+    # overtaken: a later message cc-1 sent to the same topic arrived before the stops
+    late.msg("cc-1", "msg.out", 200, "q2", corr="c2", hops=2, via="mqtt", gbid="g1", target="g1/cc-2")
+    wire(late, "o3", [("cc-1", "mqtt"), ("cc-2", "ws")], 210, type_="o", start_hops=2)
+    # only a duplicate drop: the first copy's fate is owed
+    t = wire(late, "q4", CC, 220, corr="c4", exp=250)
+    late.msg("lib-2", "msg.drop", t, "q4", corr="c4", hops=4, reason="duplicate", exp=250)
+    # seen further on: the hop arrived, its receipt is missing; no end excuses that
+    late.msg("cc-1", "msg.out", 240, "o5", "o", hops=2, via="mqtt", gbid="g1", target="g1/cc-2")
+    wire(late, "o5", [("cc-2", "ws"), ("lib-2", "ws")], 241, type_="o", start_hops=3)
+    late.add("runner", "life.crash", 245, target="broker-g1", target_kind="broker", gbid="g1")
+    teardown(late, 300)
+
+    ok = RunBuilder("ok")
+    life_start(ok)
+    t = wire(ok, "q1", CC, 10, corr="c1", exp=10_000)
+    wire(ok, "r1", BACK, t, type_="rp", corr="c1", exp=10_000)
+    # in flight when the run ended: cc-2, its receiver, stopped before it expired
+    ok.msg("lib-1", "msg.out", 288, "q2", corr="c2", hops=1, via="ws", target="ws://cc-1", exp=10_000)
+    ok.msg("cc-1", "msg.in", 289, "q2", corr="c2", hops=1, via="ws", exp=10_000)
+    ok.msg("cc-1", "msg.out", 290, "q2", corr="c2", hops=2, via="mqtt", gbid="g1", target="g1/cc-2",
+           exp=10_000)
+    # a send the transport refused, recorded at the sender
+    ok.msg("lib-1", "msg.out", 100, "q3", corr="c3", hops=1, via="ws", target="ws://cc-1")
+    ok.msg("lib-1", "msg.drop", 101, "q3", corr="c3", hops=1, via="ws", reason="no-connection")
+    # a cluster controller's message to its own topic comes back to it
+    wire(ok, "o4", [("cc-1", "mqtt"), ("cc-1", "ws")], 110, type_="o", start_hops=2)
+    teardown(ok, 300)
+    result = check(spark, tmp_path, [late, ok], "lost-message")
+    assert keys(result) == {
+        "late/lost-request/q1", "late/lost-request/q2", "late/vanished-hop/q2/2/cc-1",
+        "late/lost-request/q4", "late/vanished-hop/o5/2/cc-1",
+    }
+    gone = next(v for v in result.violations if v.key == "late/vanished-hop/o5/2/cc-1")
+    assert gone.details["seen_further_on"] and "seen further on" in gone.summary
+
+
 def test_gcd_consistency(spark, tmp_path):
     def lookup(b, ts, gbids, result):
         return b.add("gcd-g1", "gcd.lookup", ts, op="lookup_participant", gbids=gbids,
