@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .writer import CCS, EXPIRY, GBIDS, HOP_LIMIT, LIBS, T0, Writer, ent
+from .writer import CCS, EXPIRY, GBIDS, HOP_LIMIT, LIBS, T0, TTL, Writer, ent
 
 
 def _lib_cc(lib: int) -> int:
@@ -16,6 +16,7 @@ class Run:
         self.conn_n = 0
         self.reply_to: dict[tuple[int, str], tuple[str, int]] = {}  # (cc, proxy) -> addr, expiry
         self.gcd_routes: dict[tuple[int, str], tuple[str, int]] = {}
+        self.short: dict[int, tuple[int, str]] = {}  # short-lived entries: i -> (cc, entry)
 
     def new_conn(self, cc: int, gbid: str) -> str:
         self.conn_n += 1
@@ -62,6 +63,13 @@ class Run:
         ca, cb, lp, lq = f"cc-{a}", f"cc-{b}", f"lib-{p}", f"lib-{q_}"
         proxy, prov = f"proxy-{p}", f"prov-{q_}"
         m, r, c = f"q{i}", f"p{i}", f"c{i}"
+        w.expire_in(TTL)
+        if i % 40 == 7:
+            self.hairpin(i, p)
+            return
+        if i % 200 == 99:
+            self.refused_send(i, p, q_, g)
+            return
         if i % 200 == 199:  # no route yet: queued, then expired and dropped (recorded)
             w.msg(lp, "msg.out", m, "rq", proxy, prov, 1, c, "ws", None, f"ws://{ca}:4242/", "WebSocket")
             w.msg(ca, "msg.in", m, "rq", proxy, prov, 1, c, "ws")
@@ -84,6 +92,8 @@ class Run:
         w.msg(ca, "msg.out", r, "rp", prov, proxy, 3, c, "ws", None, lp, "WebSocketClient")
         w.msg(lp, "msg.in", r, "rp", prov, proxy, 3, c, "ws")
         w.msg(lp, "msg.deliver", r, "rp", prov, proxy, 3, c)
+        if i % 300 == 150:  # a second copy over MQTT, dropped as a duplicate: the first arrived
+            w.msg(cb, "msg.drop", m, "rq", proxy, prov, 2, c, reason="duplicate")
         if i % 25 == 0:
             self.discovery(i, a, b, g, prov)
         if i % 50 == 25:
@@ -95,6 +105,50 @@ class Run:
         if i % 1000 == 0:
             w.emit("runner", "step", f'"index":{i // 1000},"name":"exchange {i}","outcome":"ok",'
                    '"detail":null')
+
+    def hairpin(self, i: int, p: int) -> None:
+        """A proxy calls a provider of its own runtime through its cluster controller, which
+        hands the request straight back: a return that is no loop."""
+        w = self.w
+        a, lp = _lib_cc(p), f"lib-{p}"
+        ca, proxy, prov, m, r, c = f"cc-{a}", f"proxy-{p}", f"prov-{p}", f"q{i}", f"p{i}", f"c{i}"
+        w.msg(lp, "msg.out", m, "rq", proxy, prov, 1, c, "ws", None, f"ws://{ca}:4242/", "WebSocket")
+        w.msg(ca, "msg.in", m, "rq", proxy, prov, 1, c, "ws")
+        w.msg(ca, "msg.out", m, "rq", proxy, prov, 2, c, "ws", None, lp, "WebSocketClient")
+        w.msg(lp, "msg.in", m, "rq", proxy, prov, 2, c, "ws")
+        w.msg(lp, "msg.out", m, "rq", proxy, prov, 3, c, "inprocess", None, f"inprocess:{p}", "InProcess")
+        w.msg(lp, "msg.deliver", m, "rq", proxy, prov, 3, c)
+        w.msg(lp, "msg.out", r, "rp", prov, proxy, 1, c, "inprocess", None, f"inprocess:{p}", "InProcess")
+        w.msg(lp, "msg.deliver", r, "rp", prov, proxy, 1, c)
+
+    def refused_send(self, i: int, p: int, q_: int, g: str) -> None:
+        """The transport refuses a request at the sender: recorded there, with or without
+        the send it refused."""
+        w = self.w
+        a, b, lp = _lib_cc(p), _lib_cc(q_), f"lib-{p}"
+        ca, proxy, prov, m, c = f"cc-{a}", f"proxy-{p}", f"prov-{q_}", f"q{i}", f"c{i}"
+        w.msg(lp, "msg.out", m, "rq", proxy, prov, 1, c, "ws", None, f"ws://{ca}:4242/", "WebSocket")
+        w.msg(ca, "msg.in", m, "rq", proxy, prov, 1, c, "ws")
+        if i % 400 == 99:
+            w.msg(ca, "msg.out", m, "rq", proxy, prov, 2, c, "mqtt", g, f"{g}/cc-{b}", "Mqtt")
+        w.msg(ca, "msg.drop", m, "rq", proxy, prov, 2, c, reason="no-connection")
+
+    def end(self) -> None:
+        """The run ends as every real run does: a request still on its way when the graceful
+        stops come (its receiver stops before it expires: no loss), then the stops,
+        libjoynr runtimes first, brokers last."""
+        w = self.w
+        w.expire_in(TTL)
+        w.msg("lib-0", "msg.out", "last", "rq", "proxy-0", "prov-1", 1, "lastc", "ws", None,
+              "ws://cc-0:4242/", "WebSocket")
+        w.msg("cc-0", "msg.in", "last", "rq", "proxy-0", "prov-1", 1, "lastc", "ws")
+        w.msg("cc-0", "msg.out", "last", "rq", "proxy-0", "prov-1", 2, "lastc", "mqtt", "g-a",
+              "g-a/cc-1", "Mqtt")
+        for target in ([f"lib-{n}" for n in range(LIBS)] + [f"cc-{n}" for n in range(CCS)]
+                       + [f"gcd-{g}" for g in GBIDS]):
+            w.life("life.stop", target)
+        for g in GBIDS:
+            w.life("life.stop", f"broker-{g}", f',"gbid":"{g}"')
 
     def reply_to_put(self, cc: int, proxy: str, addr: str) -> None:
         w = self.w
@@ -164,10 +218,11 @@ class Run:
         w = self.w
         e = ent("Mqtt", f"g-a/cc-{(b + 1) % CCS}", w.t + 50)
         w.put(f"cc-{b}", f"tmp-{i}", "created", "gcd", None, e, e)
-        if i >= 300:
-            gone = ent("Mqtt", f"g-a/cc-{(b + 1) % CCS}", w.t - 1000)
-            w.emit(f"cc-{b}", "rt.purge", f'"participant":"tmp-{i - 300}","policy":"precedence",'
-                   f'"outcome":"removed","reason":"expired","old":{gone}')
+        self.short[i] = (b, e)
+        if i - 300 in self.short:  # expired long ago: purged, as the table held it
+            cc, gone = self.short.pop(i - 300)
+            w.emit(f"cc-{cc}", "rt.purge", f'"participant":"tmp-{i - 300}","policy":"precedence",'
+                   f'"outcome":"removed","reason":"expired","old":{gone},"entry":null')
 
     # -- planted violations ------------------------------------------------------------
     def plant_loop(self, j: int) -> None:
@@ -187,6 +242,22 @@ class Run:
             here, there = there, here
         w.msg(f"cc-{here}", "msg.drop", m, "rq", "proxy-0", ghost, HOP_LIMIT, f"lc-{j}",
               reason="hop-limit")
+        w.plant("routing-loop", m)
+        # back at cc-0, which had routed it, and queued there until it expires: a loop too
+        ghost, m = f"ghost-back-{j}", f"back{j}"
+        e = ent("Mqtt", "g-b/cc-2", w.t + EXPIRY)
+        w.put("cc-0", ghost, "created", "gcd", None, e, e)
+        e = ent("Mqtt", "g-b/cc-0", w.t + EXPIRY)
+        w.put("cc-2", ghost, "created", "gcd", None, e, e)
+        w.msg("lib-0", "msg.out", m, "rq", "proxy-0", ghost, 1, f"bc-{j}", "ws", None,
+              "ws://cc-0:4242/", "WebSocket")
+        w.msg("cc-0", "msg.in", m, "rq", "proxy-0", ghost, 1, f"bc-{j}", "ws")
+        w.msg("cc-0", "msg.out", m, "rq", "proxy-0", ghost, 2, f"bc-{j}", "mqtt", "g-b", "g-b/cc-2", "Mqtt")
+        w.msg("cc-2", "msg.in", m, "rq", "proxy-0", ghost, 2, f"bc-{j}", "mqtt", "g-b")
+        w.msg("cc-2", "msg.out", m, "rq", "proxy-0", ghost, 3, f"bc-{j}", "mqtt", "g-b", "g-b/cc-0", "Mqtt")
+        w.msg("cc-0", "msg.in", m, "rq", "proxy-0", ghost, 3, f"bc-{j}", "mqtt", "g-b")
+        w.msg("cc-0", "msg.queue", m, "rq", "proxy-0", ghost, 4, f"bc-{j}", reason="no-route")
+        w.msg("cc-0", "msg.drop", m, "rq", "proxy-0", ghost, 4, f"bc-{j}", reason="expired")
         w.plant("routing-loop", m)
 
     def plant_overwrites(self, j: int) -> None:
@@ -216,6 +287,15 @@ class Run:
         _, s = w.emit(rt, "rt.remove", f'"participant":"{p}-f","policy":"precedence",'
                       f'"outcome":"removed","old":{sticky},"entry":null')  # sticky removed
         w.plant("overwrite-violation", rt, s)
+        pigeon = '{"type":"Carrier","addr":"pigeon","visible":false,"expiry":1,"sticky":false}'
+        s = w.put(rt, f"{p}-h", "created", "gcd", None, pigeon, pigeon)  # no rule judges it
+        w.plant("overwrite-violation", rt, s)
+        shown = ent("Mqtt", "g-a/cc-3", exp, visible=True)
+        s = w.put(rt, f"{p}-i", "created", "gcd", None, shown, mq)  # visibility not offered
+        w.plant("overwrite-violation", rt, s)
+        w.put(rt, f"{p}-j", "created", "registration", None, wsc, wsc)
+        s = w.put(rt, f"{p}-j", "merged", "gcd", mq, mq, mq)  # old is not what the table held
+        w.plant("overwrite-violation", rt, s)
         # look-alikes: a sticky entry correctly kept, a correct refusal of a remove
         w.put(rt, f"{p}-g", "created", "provisioned", None, sticky, sticky)
         w.put(rt, f"{p}-g", "refused", "gcd", sticky, ent("Mqtt", "g-a/cc-1", exp), sticky)
@@ -224,6 +304,7 @@ class Run:
 
     def plant_lost(self, j: int) -> None:
         w = self.w
+        w.expire_in(100)  # and a lull below: the final stops come too late to explain these
         m, c = f"lost{j}", f"lostc{j}"
         w.msg("lib-1", "msg.out", m, "rq", "proxy-1", "prov-2", 1, c, "ws", None,
               "ws://cc-1:4242/", "WebSocket")
@@ -248,6 +329,41 @@ class Run:
         m = f"van{j}"
         w.msg("cc-1", "msg.out", m, "o", "proxy-1", "prov-2", 2, None, "mqtt", "g-a", "g-a/cc-2", "Mqtt")
         w.plant("lost-message", "vanished-hop", m, 2, "cc-1")
+        # only a duplicate drop: the first copy's fate is still owed
+        m, c = f"dupdrop{j}", f"dupdropc{j}"
+        w.msg("lib-1", "msg.out", m, "rq", "proxy-1", "prov-3", 1, c, "ws", None,
+              "ws://cc-1:4242/", "WebSocket")
+        w.msg("cc-1", "msg.in", m, "rq", "proxy-1", "prov-3", 1, c, "ws")
+        w.msg("cc-1", "msg.drop", m, "rq", "proxy-1", "prov-3", 2, c, reason="duplicate")
+        w.plant("lost-message", "lost-request", m)
+        w.advance(1000)
+
+    def plant_late(self, j: int) -> None:
+        """Losses a stop does not explain: one after the message expired, one after a later
+        message on the same way had arrived."""
+        w = self.w
+        m, c = f"late{j}", f"latec{j}"
+        w.expire_in(50)
+        w.msg("lib-1", "msg.out", m, "rq", "proxy-1", "prov-2", 1, c, "ws", None,
+              "ws://cc-1:4242/", "WebSocket")
+        w.msg("cc-1", "msg.in", m, "rq", "proxy-1", "prov-2", 1, c, "ws")
+        w.msg("cc-1", "msg.out", m, "rq", "proxy-1", "prov-2", 2, c, "mqtt", "g-a", "g-a/cc-2", "Mqtt")
+        w.msg("cc-2", "msg.in", m, "rq", "proxy-1", "prov-2", 2, c, "mqtt", "g-a")
+        w.plant("lost-message", "lost-request", m)
+        w.expire_in(TTL)
+        m = f"overtaken{j}"
+        w.msg("cc-3", "msg.out", m, "o", "proxy-3", "prov-0", 2, None, "mqtt", "g-b", "g-b/cc-0", "Mqtt")
+        w.plant("lost-message", "vanished-hop", m, 2, "cc-3")
+        m = f"later{j}"
+        w.msg("cc-3", "msg.out", m, "o", "proxy-3", "prov-0", 2, None, "mqtt", "g-b", "g-b/cc-0", "Mqtt")
+        w.msg("cc-0", "msg.in", m, "o", "proxy-3", "prov-0", 2, None, "mqtt", "g-b")
+        w.msg("cc-0", "msg.out", m, "o", "proxy-3", "prov-0", 3, None, "ws", None, "lib-0", "WebSocketClient")
+        w.msg("lib-0", "msg.in", m, "o", "proxy-3", "prov-0", 3, None, "ws")
+        w.msg("lib-0", "msg.deliver", m, "o", "proxy-3", "prov-0", 3, None)
+        w.advance(100)
+        w.life("life.crash", "cc-2")  # too late for late{j}, which expired 50 ms after it left
+        w.life("life.restart", "cc-2", ',"gbids":["g-a","g-b"],"own_topics":["cc-2"]')
+        self.attach_all(2, "establish")
 
     def plant_crash(self, j: int) -> None:
         """Look-alikes only: losses a crash of cc-3 explains."""
@@ -319,4 +435,5 @@ class Run:
             prev = conn
 
 
-PLANTS = ("plant_loop", "plant_overwrites", "plant_lost", "plant_gcd", "plant_links", "plant_crash")
+PLANTS = ("plant_loop", "plant_overwrites", "plant_lost", "plant_late", "plant_gcd", "plant_links",
+          "plant_crash")
