@@ -64,8 +64,11 @@ def _judged_puts(ctx: CheckContext) -> DataFrame:
         .groupBy("run", "rt")
         .agg(F.collect_set("topic").alias("own"))
     )
+    table_kind = F.col("kind")
+    for runtime, kind in rules.TABLE_KIND.items():
+        table_kind = F.when(F.col("kind") == runtime, F.lit(kind)).otherwise(table_kind)
     puts = (
-        ctx.of("rt.put")
+        ctx.of("rt.put").withColumn("kind", table_kind)
         .join(F.broadcast(ctx.policies), "run_dir", "left")
         .join(F.broadcast(own), ["run", "rt"], "left")
     )
