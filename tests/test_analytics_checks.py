@@ -198,6 +198,11 @@ def test_lost_message_is_excused_only_while_in_flight(spark, tmp_path):
     late.msg("cc-1", "msg.out", 240, "o5", "o", hops=2, via="mqtt", gbid="g1", target="g1/cc-2")
     wire(late, "o5", [("cc-2", "ws"), ("lib-2", "ws")], 241, type_="o", start_hops=3)
     late.add("runner", "life.crash", 245, target="broker-g1", target_kind="broker", gbid="g1")
+    # sent to cc-3 after it had crashed and come back: that crash explains nothing
+    late.add("runner", "life.crash", 150, target="cc-3", target_kind="cluster-controller")
+    late.add("runner", "life.restart", 155, target="cc-3", target_kind="cluster-controller",
+             own_topics=["cc-3"])
+    late.msg("cc-1", "msg.out", 160, "o6", "o", hops=2, via="mqtt", gbid="g1", target="g1/cc-3", exp=200)
     teardown(late, 300)
 
     ok = RunBuilder("ok")
@@ -214,11 +219,14 @@ def test_lost_message_is_excused_only_while_in_flight(spark, tmp_path):
     ok.msg("lib-1", "msg.drop", 101, "q3", corr="c3", hops=1, via="ws", reason="no-connection")
     # a cluster controller's message to its own topic comes back to it
     wire(ok, "o4", [("cc-1", "mqtt"), ("cc-1", "ws")], 110, type_="o", start_hops=2)
+    # sent to cc-3 while it was down (crashed, not back): the crash explains it
+    ok.add("runner", "life.crash", 150, target="cc-3", target_kind="cluster-controller")
+    ok.msg("cc-1", "msg.out", 160, "o6", "o", hops=2, via="mqtt", gbid="g1", target="g1/cc-3", exp=200)
     teardown(ok, 300)
     result = check(spark, tmp_path, [late, ok], "lost-message")
     assert keys(result) == {
         "late/lost-request/q1", "late/lost-request/q2", "late/vanished-hop/q2/2/cc-1",
-        "late/lost-request/q4", "late/vanished-hop/o5/2/cc-1",
+        "late/lost-request/q4", "late/vanished-hop/o5/2/cc-1", "late/vanished-hop/o6/2/cc-1",
     }
     gone = next(v for v in result.violations if v.key == "late/vanished-hop/o5/2/cc-1")
     assert gone.details["seen_further_on"] and "seen further on" in gone.summary

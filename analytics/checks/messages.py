@@ -123,12 +123,20 @@ def per_runtime(ctx: CheckContext) -> DataFrame:
 
 def ends(ctx: CheckContext) -> DataFrame:
     """Crashes and graceful stops of runtimes and brokers, including the stops that end
-    every run: what may explain a loss. Few rows: broadcast wherever joined."""
-    return F.broadcast(ctx.of("life.crash", "life.stop").select(
+    every run: what may explain a loss; each with ``up_ts``, when the same runtime or
+    broker started again (null: never). Few rows: broadcast wherever joined."""
+    down = ctx.of("life.crash", "life.stop").select(
         "run", F.col("target").alias("end_who"), F.col("target_kind").alias("end_kind"),
         F.col("gbid").alias("end_gbid"), F.col("ts").alias("end_ts"), F.col("ev").alias("end_ev"),
         F.col("rt").alias("end_rt"), F.col("seq").alias("end_seq"),
-    ))
+    )
+    up = ctx.of("life.start", "life.restart").select(
+        "run", F.col("target").alias("end_who"), F.col("ts").alias("up_ts"))
+    return F.broadcast(
+        down.join(up, ["run", "end_who"], "left")
+        .groupBy(*down.columns)
+        .agg(F.min(F.when(F.col("up_ts") >= F.col("end_ts"), F.col("up_ts"))).alias("up_ts"))
+    )
 
 
 def excused(suspects: DataFrame, keys: list[str], ends_: DataFrame) -> DataFrame:
@@ -141,7 +149,9 @@ def excused(suspects: DataFrame, keys: list[str], ends_: DataFrame) -> DataFrame
     An end explains the loss only if it came while the message could still have been
     delivered: at or after it was last seen, not after its expiry, and before a later
     message on the same way arrived (then this one was no longer in flight). The stops
-    that end every run are ends like any other: they explain only what was in flight.
+    that end every run are ends like any other: they explain only what was in flight. A
+    runtime named as ``who`` that was down when the message was last seen (ended before,
+    not started again yet) explains it too: it went to a receiver that was not there.
     """
     anyone = F.col("who").isNull() & F.col("who_gbid").isNull()
     match = (
@@ -154,4 +164,9 @@ def excused(suspects: DataFrame, keys: list[str], ends_: DataFrame) -> DataFrame
         & (F.col("end_ts") <= F.coalesce(F.col("exp"), F.lit(NEVER)))
         & (F.col("end_ts") < F.coalesce(F.col("until"), F.lit(NEVER)))
     )
-    return suspects.join(ends_, "run").filter(match & in_time).select(*keys).distinct()
+    down_then = (
+        F.col("who").isNotNull() & (F.col("who") == F.col("end_who"))
+        & (F.col("end_ts") < F.col("from_ts"))
+        & (F.col("from_ts") < F.coalesce(F.col("up_ts"), F.lit(NEVER)))
+    )
+    return suspects.join(ends_, "run").filter((match & in_time) | down_then).select(*keys).distinct()
