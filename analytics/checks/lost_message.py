@@ -56,7 +56,7 @@ def _lost_hops(ctx: CheckContext) -> DataFrame:
     """Every network send of a hop count that never arrived: (run, msg, hops, rt) of the
     sender, with when it was sent, its expiry and whether the message was seen further on."""
     msgs = per_message(ctx).select("run", "msg", "max_hops", "exp", "to")
-    return (
+    return ctx.shared("lost-hops", lambda: (
         per_hop(ctx).filter(F.col("arrived") == 0)
         .join(msgs, ["run", "msg"])
         .select(
@@ -65,7 +65,7 @@ def _lost_hops(ctx: CheckContext) -> DataFrame:
             F.col("out.via").alias("via"), F.col("out.gbid").alias("gbid"), "exp", "to",
             (F.col("max_hops") > F.col("hops")).alias("went_on"),
         )
-    )
+    ))
 
 
 def _hop_suspects(ctx: CheckContext, lost: DataFrame) -> DataFrame:

@@ -3,9 +3,10 @@
 ``routing-loop`` and ``lost-message`` both judge messages. Their first phase is made of
 narrow, mostly numeric aggregates per message, per message and runtime, and per message
 and hop count; all three group keys start with (run, msg), so one shuffle of the msg.*
-events (kept for the whole check run) serves every one of them, and the joins between them
-need no further exchange. Their second phase joins only the few candidates they found,
-broadcast, back to the events to build details.
+events serves every one of them, and the joins between them need no further exchange.
+The events and the aggregates are cached for the check run (``CheckContext.shared``):
+each is computed once however many checks and branches read it. Their second phase
+joins only the few candidates they found, broadcast, back to the events to build details.
 
 Also here: the ends (crashes and graceful stops) that may explain a loss, and the rule
 that decides whether one does (see ``excused``).
@@ -69,7 +70,7 @@ def where_seen() -> Column:
 def per_message(ctx: CheckContext) -> DataFrame:
     """One row per (run, msg): its type, correlation id, expiry, whether it was sent as a
     request, delivered, dropped, its highest hop count and where it was last seen."""
-    return message_events(ctx).groupBy("run", "msg").agg(
+    return ctx.shared("per-message", lambda: message_events(ctx).groupBy("run", "msg").agg(
         F.max("type").alias("type"),
         F.max("corr").alias("corr"),
         F.max("to").alias("to"),
@@ -79,19 +80,18 @@ def per_message(ctx: CheckContext) -> DataFrame:
         F.max(flag(accounting_drop())).alias("dropped"),
         F.max("hops").alias("max_hops"),
         F.max_by(where_seen(), order()).alias("last"),
-    )
+    ))
 
 
 def per_hop(ctx: CheckContext) -> DataFrame:
     """One row per (run, msg, hops) with a send to another runtime: who sent it where
     (the latest send of that hop count), whether it arrived (a receipt or a recorded drop of
     that hop count, at the receiver or the sender) and when and where it first arrived."""
-    m = message_events(ctx)
     net = decision() & F.col("via").isin(*NETWORK)
     sent = F.when(net, F.struct("seq", "rt", "target", "ts", "via", "gbid"))
     received = is_("msg.in")
-    return (
-        m.groupBy("run", "msg", "hops")
+    return ctx.shared("per-hop", lambda: (
+        message_events(ctx).groupBy("run", "msg", "hops")
         .agg(
             F.max(sent).alias("out"),
             F.max(flag(received | accounting_drop())).alias("arrived"),
@@ -99,16 +99,15 @@ def per_hop(ctx: CheckContext) -> DataFrame:
             F.min_by(F.col("rt"), F.when(received, F.struct("ts", "seq"))).alias("receiver"),
         )
         .filter(F.col("out").isNotNull())
-    )
+    ))
 
 
 def per_runtime(ctx: CheckContext) -> DataFrame:
     """One row per (run, msg, rt): how often it was delivered there, the runtime's routing
     decisions for it and its receipts there (first and last by sequence number, lowest and
     highest hop count), and whether the runtime dropped it for the hop limit."""
-    m = message_events(ctx)
     received = is_("msg.in")
-    return m.groupBy("run", "msg", "rt").agg(
+    return ctx.shared("per-runtime", lambda: message_events(ctx).groupBy("run", "msg", "rt").agg(
         F.sum(flag(is_("msg.deliver"))).alias("deliveries"),
         F.max(F.when(is_("msg.deliver"), F.col("seq"))).alias("last_deliver"),
         F.min(F.when(decision(), F.col("seq"))).alias("first_decision"),
@@ -118,7 +117,7 @@ def per_runtime(ctx: CheckContext) -> DataFrame:
         F.min(F.when(received, F.col("hops"))).alias("min_in_hops"),
         F.max(F.when(received, F.col("hops"))).alias("max_in_hops"),
         F.max(flag(is_("msg.drop") & (F.col("reason") == "hop-limit"))).alias("hop_limit"),
-    )
+    ))
 
 
 def ends(ctx: CheckContext) -> DataFrame:
