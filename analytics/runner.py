@@ -124,6 +124,7 @@ def run_checks(
                 output.notes, time.perf_counter() - started,
             )
         )
+    ctx.release()
     _attach_slices(spark, loaded, results)
     return Outcome(runs, loaded.stats, results)
 

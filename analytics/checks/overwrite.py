@@ -245,7 +245,8 @@ CHECK = Check(
     description=(
         "Every rt.put, rt.remove and rt.purge re-judged against the run's declared policy "
         "from the seeds' rule table (runtime kind, existing and new type, sticky, same "
-        "address/visibility, origin, expiry, own topics)."
+        "address/visibility, origin, expiry, own topics); one no rule matches is unjudged; "
+        "each old must be the entry the previous event left."
     ),
     seeds="000 (precedence), 002 constraints 2a-2c, 3, 4 (local-remote), 003 CRUD (gcd-trust)",
     events=("rt.put", "rt.remove", "rt.purge", "life.start", "life.restart"),

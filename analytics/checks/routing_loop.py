@@ -175,9 +175,10 @@ def compute(ctx: CheckContext) -> CheckOutput:
 CHECK = Check(
     name="routing-loop",
     description=(
-        "No message is routed the same way twice by one runtime (two msg.out, same msg, rt "
-        "and target, re-sends excluded) or dropped for the hop limit; reports the cycle and "
-        "the routing entries that caused it."
+        "No message comes back to a runtime that already routed it (whatever it does next; "
+        "a hairpin through the cluster controller excepted), is routed the same way twice by "
+        "one runtime or is dropped for the hop limit; reports the cycle and the routing "
+        "entries that caused it."
     ),
     seeds="000 (precedence exists to prevent loops: 'could cause a loop'); DESIGN hop counter",
     events=(*MSG_EVENTS, "rt.put"),
