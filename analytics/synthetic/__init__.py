@@ -25,7 +25,8 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from .run import PLANTS, Run
+from .plants import PLANTS
+from .run import Run
 from .writer import CHECK_NAMES, Writer
 
 __all__ = ["CHECK_NAMES", "generate", "main"]
