@@ -16,7 +16,10 @@ from trace_schema import vocabulary
 
 # The address types as the trace names them; the matrices below must cover each.
 TYPES = vocabulary("address_type")
-KINDS = ("cluster-controller", "libjoynr")  # the runtimes that hold a routing table
+KINDS = ("cluster-controller", "libjoynr")  # the routing tables the seeds describe
+# Runtimes whose routing table is one of those: the GCD runs on a cluster controller (its
+# messages go through a cluster controller's router), so its table follows those rules.
+TABLE_KIND = {"gcd": "cluster-controller"}
 NONE = "none"  # no existing entry
 
 JUDGED = ("precedence", "local-remote", "gcd-trust")

@@ -147,6 +147,7 @@ def run_checks(
         for _, output, _, _ in built:
             for frame in output.cached:
                 frame.unpersist()
+        ctx.release()  # the message frames the checks share were cached for this run of them only
     by_check: dict[str, list] = {}
     for r in rows:
         by_check.setdefault(r["check"], []).append(r)

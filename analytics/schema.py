@@ -30,8 +30,8 @@ COLUMNS = (
     # common
     "v", "ts", "seq", "run", "rt", "kind", "ev",
     # msg.*
-    "msg", "type", "from", "to", "hops", "via", "addr_type", "target", "gbid", "corr", "resent",
-    "reason",
+    "msg", "type", "from", "to", "hops", "via", "addr_type", "target", "gbid", "corr", "exp",
+    "resent", "reason",
     # rt.*
     "participant", "policy", "outcome", "origin", "old", "new", "entry",
     # gcd.*, lcd.*

@@ -90,19 +90,20 @@ def keys(result) -> set[str]:
 
 def wire(b: RunBuilder, msg: str, path: list[tuple[str, str]], ts: int, *, type_: str = "rq",
          corr: str | None = None, to: str = "prov", gbid: str = "g1", deliver: bool = True,
-         start_hops: int = 1) -> int:
+         start_hops: int = 1, **fields) -> int:
     """A message along ``path`` = [(runtime, via to the next one)...]: out/in pairs, then
-    a delivery at the last runtime. Returns the next free timestamp."""
+    a delivery at the last runtime; ``fields`` (``exp``...) go into every event. Returns the
+    next free timestamp."""
     hops = start_hops
     for (here, via), (there, _) in zip(path, path[1:]):
         g = gbid if via == "mqtt" else None
         target = f"{g}/{there}" if via == "mqtt" else there
         b.msg(here, "msg.out", ts, msg, type_, hops=hops, via=via, to=to, corr=corr, gbid=g,
-              target=target)
-        b.msg(there, "msg.in", ts + 1, msg, type_, hops=hops, via=via, to=to, corr=corr, gbid=g)
+              target=target, **fields)
+        b.msg(there, "msg.in", ts + 1, msg, type_, hops=hops, via=via, to=to, corr=corr, gbid=g, **fields)
         ts += 2
         hops += 1
     if deliver:
-        b.msg(path[-1][0], "msg.deliver", ts, msg, type_, hops=hops - 1, to=to, corr=corr)
+        b.msg(path[-1][0], "msg.deliver", ts, msg, type_, hops=hops - 1, to=to, corr=corr, **fields)
         ts += 1
     return ts

@@ -39,11 +39,24 @@ def test_routing_loop(spark, tmp_path):
     # a re-route: back at lib-1, whose provider registered meanwhile, and delivered in process
     t = wire(clean, "m3", [("lib-1", "ws"), ("cc-1", "ws"), ("lib-1", "ws")], t + 10, deliver=False)
     clean.msg("lib-1", "msg.out", t, "m3", hops=3, via="inprocess", target="inprocess:1")
+    clean.msg("lib-1", "msg.deliver", t, "m3", hops=3)
+    # a second copy with the hop count of the first is a duplicate, not a return
+    t = wire(clean, "m4", CC, t + 10, corr="c4")
+    clean.msg("cc-2", "msg.in", t, "m4", hops=2, via="mqtt", gbid="g1")
+    clean.msg("cc-2", "msg.drop", t, "m4", hops=2, reason="duplicate")
+    # came back and then expired, queued, or was delivered where it came from: loops all
+    t = wire(bad, "m5", [("cc-1", "mqtt"), ("cc-2", "mqtt"), ("cc-1", "mqtt")], 200, deliver=False)
+    bad.msg("cc-1", "msg.drop", t, "m5", hops=4, reason="expired")
+    t = wire(bad, "m6", [("cc-1", "mqtt"), ("cc-2", "mqtt"), ("cc-1", "mqtt")], t, deliver=False)
+    bad.msg("cc-1", "msg.queue", t, "m6", hops=4, reason="no-route")
+    wire(bad, "m7", [("lib-1", "ws"), ("cc-1", "ws"), ("cc-2", "ws"), ("lib-1", "ws")], t + 1)
     result = check(spark, tmp_path, [bad, clean], "routing-loop")
-    assert keys(result) == {"loop/m1", "loop/m2"}
+    assert keys(result) == {"loop/m1", "loop/m2", "loop/m5", "loop/m6", "loop/m7"}
+    assert {v.key: v.kind for v in result.violations if v.key != "loop/m1"} == {
+        "loop/m2": "hop-limit", "loop/m5": "came-back", "loop/m6": "came-back", "loop/m7": "came-back"}
     loop = next(v for v in result.violations if v.key == "loop/m1")
     assert loop.details["cycle"] == ["cc-1", "cc-2"]
-    assert set(loop.details["why"]) == {"routed-twice", "hop-limit"}
+    assert set(loop.details["why"]) == {"came-back", "routed-twice", "hop-limit"}
     assert {(e["rt"], e["addr"]) for e in loop.details["routing_entries"]} == {
         ("cc-1", "g1/cc-2"), ("cc-2", "g1/cc-1")}
     assert "cc-1 -> cc-2 -> cc-1" in loop.summary
@@ -65,7 +78,14 @@ def test_overwrite_violation_per_policy(spark, tmp_path):
     bad.put("cc-1", 15, "f", None, entry("Mqtt", "g1/cc-1"), "created", origin="reply-to")  # 6: own
     bad.add("cc-1", "rt.remove", 16, participant="g", policy="precedence", outcome="removed",
             old=sticky, entry=None)  # 7: sticky removed
-    bad.put("libjoynr-x", 17, "h", None, mqtt, "created")  # no kind rule: not judged
+    bad.put("libjoynr-x", 17, "h", None, mqtt, "created")  # no kind rule: unjudged
+    bad.put("cc-1", 18, "i", None, entry("Carrier", "pigeon"), "created")  # 7: unknown type
+    bad.add("cc-1", "rt.put", 19, participant="j", policy="precedence", outcome="created",
+            reason="", origin="local", old=None, new=None, entry=None)  # 8: nothing offered
+    bad.put("cc-1", 20, "k", None, entry("Mqtt", "g1/cc-2", visible=True), "created",
+            entry_after=mqtt)  # 9: visibility not the offered one
+    bad.put("cc-1", 21, "m", None, wsc, "created")  # 10
+    bad.put("cc-1", 22, "m", mqtt, mqtt, "merged")  # 11: old is not what 10 left
     clean = RunBuilder("clean")
     life_start(clean)
     clean.put("cc-1", 10, "a", None, wsc, "created")
@@ -77,13 +97,22 @@ def test_overwrite_violation_per_policy(spark, tmp_path):
               outcome="refused-sticky", old=sticky, entry=sticky)
     clean.add("cc-1", "rt.purge", 20_000, participant="b", policy="precedence", outcome="removed",
               reason="expired", old=wsc)
+    clean.add("cc-1", "rt.remove", 20_001, participant="b", policy="precedence", outcome="absent",
+              old=None, entry=None)
+    # a crash (written by the runtime) or a restart (by the runner) starts the table afresh
+    clean.put("cc-2", 30, "n", None, wsc, "created")
+    clean.add("cc-2", "life.crash", 31, target="cc-2", target_kind="cluster-controller")
+    clean.put("cc-2", 32, "n", None, entry("Mqtt", "g1/cc-3"), "created")
+    clean.put("cc-3", 30, "n", None, wsc, "created")
+    clean.add("runner", "life.restart", 31, target="cc-3", target_kind="cluster-controller")
+    clean.put("cc-3", 32, "n", None, mqtt, "created")
     local_remote = RunBuilder("lr", policy="local-remote")
     local_remote.put("cc-1", 10, "a", wsc, mqtt, "replaced")  # local -> remote: violation
     local_remote.put("cc-1", 11, "b", mqtt, wsc, "replaced")
     local_remote.put("cc-1", 12, "c", sticky, wsc, "replaced",
                      entry_after=entry("WebSocketClient", "lib-1", sticky=True))
     local_remote.add("cc-1", "rt.remove", 13, participant="c", policy="local-remote",
-                     outcome="removed", old=sticky, entry=None)
+                     outcome="removed", old=entry("WebSocketClient", "lib-1", sticky=True), entry=None)
     gcd_trust = RunBuilder("gt", policy="gcd-trust")
     gcd_trust.put("cc-1", 10, "a", wsc, mqtt, "replaced", origin="gcd")
     gcd_trust.put("cc-1", 11, "b", wsc, mqtt, "replaced", origin="reply-to")  # violation
@@ -99,6 +128,11 @@ def test_overwrite_violation_per_policy(spark, tmp_path):
         "bad/cc-1/4": "sticky-lost",
         "bad/cc-1/5": "should-refuse:own-topic",
         "bad/cc-1/6": "should-refuse:sticky",
+        "bad/libjoynr-x/0": "unjudged",
+        "bad/cc-1/7": "unjudged",
+        "bad/cc-1/8": "unjudged",
+        "bad/cc-1/9": "visible-not-offered",
+        "bad/cc-1/11": "old-not-held",
         "lr/cc-1/0": "should-refuse:local-remote",
         "gt/cc-1/1": "should-refuse:routing-info-changed",
         "lww/cc-1/0": "should-refuse:precedence",
@@ -138,6 +172,64 @@ def test_lost_message(spark, tmp_path):
     lost = next(v for v in result.violations if v.kind == "lost-request")
     assert lost.details["last"]["rt"] == "lib-2"
     assert len(lost.slice) == 7
+
+
+def teardown(b: RunBuilder, ts: int) -> None:
+    """The graceful stops that end every run, libjoynr runtimes first, brokers last."""
+    for rt in ("lib-1", "lib-2", "lib-3", "cc-1", "cc-2", "cc-3"):
+        kind = "libjoynr" if rt.startswith("lib") else "cluster-controller"
+        b.add(rt, "life.stop", ts, target=rt, target_kind=kind)
+        ts += 1
+    b.add("runner", "life.stop", ts, target="broker-g1", target_kind="broker", gbid="g1")
+
+
+def test_lost_message_is_excused_only_while_in_flight(spark, tmp_path):
+    late = RunBuilder("late")
+    life_start(late)
+    # expired at 100; the stop at 300 came too late to explain it
+    wire(late, "q1", CC, 10, corr="c1", exp=100)
+    # overtaken: a later message cc-1 sent to the same topic arrived before the stops
+    late.msg("cc-1", "msg.out", 200, "q2", corr="c2", hops=2, via="mqtt", gbid="g1", target="g1/cc-2")
+    wire(late, "o3", [("cc-1", "mqtt"), ("cc-2", "ws")], 210, type_="o", start_hops=2)
+    # only a duplicate drop: the first copy's fate is owed
+    t = wire(late, "q4", CC, 220, corr="c4", exp=250)
+    late.msg("lib-2", "msg.drop", t, "q4", corr="c4", hops=4, reason="duplicate", exp=250)
+    # seen further on: the hop arrived, its receipt is missing; no end excuses that
+    late.msg("cc-1", "msg.out", 240, "o5", "o", hops=2, via="mqtt", gbid="g1", target="g1/cc-2")
+    wire(late, "o5", [("cc-2", "ws"), ("lib-2", "ws")], 241, type_="o", start_hops=3)
+    late.add("runner", "life.crash", 245, target="broker-g1", target_kind="broker", gbid="g1")
+    # sent to cc-3 after it had crashed and come back: that crash explains nothing
+    late.add("runner", "life.crash", 150, target="cc-3", target_kind="cluster-controller")
+    late.add("runner", "life.restart", 155, target="cc-3", target_kind="cluster-controller",
+             own_topics=["cc-3"])
+    late.msg("cc-1", "msg.out", 160, "o6", "o", hops=2, via="mqtt", gbid="g1", target="g1/cc-3", exp=200)
+    teardown(late, 300)
+
+    ok = RunBuilder("ok")
+    life_start(ok)
+    t = wire(ok, "q1", CC, 10, corr="c1", exp=10_000)
+    wire(ok, "r1", BACK, t, type_="rp", corr="c1", exp=10_000)
+    # in flight when the run ended: cc-2, its receiver, stopped before it expired
+    ok.msg("lib-1", "msg.out", 288, "q2", corr="c2", hops=1, via="ws", target="ws://cc-1", exp=10_000)
+    ok.msg("cc-1", "msg.in", 289, "q2", corr="c2", hops=1, via="ws", exp=10_000)
+    ok.msg("cc-1", "msg.out", 290, "q2", corr="c2", hops=2, via="mqtt", gbid="g1", target="g1/cc-2",
+           exp=10_000)
+    # a send the transport refused, recorded at the sender
+    ok.msg("lib-1", "msg.out", 100, "q3", corr="c3", hops=1, via="ws", target="ws://cc-1")
+    ok.msg("lib-1", "msg.drop", 101, "q3", corr="c3", hops=1, via="ws", reason="no-connection")
+    # a cluster controller's message to its own topic comes back to it
+    wire(ok, "o4", [("cc-1", "mqtt"), ("cc-1", "ws")], 110, type_="o", start_hops=2)
+    # sent to cc-3 while it was down (crashed, not back): the crash explains it
+    ok.add("runner", "life.crash", 150, target="cc-3", target_kind="cluster-controller")
+    ok.msg("cc-1", "msg.out", 160, "o6", "o", hops=2, via="mqtt", gbid="g1", target="g1/cc-3", exp=200)
+    teardown(ok, 300)
+    result = check(spark, tmp_path, [late, ok], "lost-message")
+    assert keys(result) == {
+        "late/lost-request/q1", "late/lost-request/q2", "late/vanished-hop/q2/2/cc-1",
+        "late/lost-request/q4", "late/vanished-hop/o5/2/cc-1", "late/vanished-hop/o6/2/cc-1",
+    }
+    gone = next(v for v in result.violations if v.key == "late/vanished-hop/o5/2/cc-1")
+    assert gone.details["seen_further_on"] and "seen further on" in gone.summary
 
 
 def test_gcd_consistency(spark, tmp_path):

@@ -17,7 +17,7 @@ _ENTRY = T.StructType([
 PINNED = [
     ("v", _I), ("ts", _L), ("seq", _L), ("run", _S), ("rt", _S), ("kind", _S), ("ev", _S),
     ("msg", _S), ("type", _S), ("from", _S), ("to", _S), ("hops", _I), ("via", _S),
-    ("addr_type", _S), ("target", _S), ("gbid", _S), ("corr", _S),
+    ("addr_type", _S), ("target", _S), ("gbid", _S), ("corr", _S), ("exp", _L),
     ("resent", _S),  # a bool in msg.out, a count in link.resume: the raw JSON text
     ("reason", _S),
     ("participant", _S),  # a list in gcd.remove for remove_old

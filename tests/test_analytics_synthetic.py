@@ -14,6 +14,11 @@ def test_planted_violations_are_found_and_nothing_else(spark, tmp_path):
     assert key["events"] >= 4000
     assert all(key["planted"][name] for name in CHECK_NAMES)
     assert json.loads((tmp_path / "runs" / "answer_key.json").read_text()) == key
+    # what real runs have and the checks must not mistake for a violation
+    text = "".join(p.read_text() for p in (tmp_path / "runs").glob("*/trace/*.ndjson"))
+    assert text.count('"ev":"life.stop"') == 2 * 16  # every runtime and broker, per run
+    assert '"reason":"no-connection"' in text and '"reason":"duplicate"' in text
+    assert '"via":"inprocess"' in text  # the self-hairpins' last step
     stage = tmp_path / "stage"
     stage.mkdir()
     outcome = check_runs(spark, find_runs([str(tmp_path / "runs")]), stage)

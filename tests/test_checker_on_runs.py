@@ -4,6 +4,7 @@ not are flagged, naming the participant; the same runs under precedence are clea
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,7 @@ from joynr_sim.runtime.participants import EchoProvider
 from joynr_sim.scenario import load_scenario
 from joynr_sim.scenario.runner import run_scenario
 from joynr_sim.simulation import Simulation
+from joynr_sim.trace import read_run
 
 pytestmark = pytest.mark.e2e  # simulated runs, then the checker (spark: by its fixture)
 
@@ -100,3 +102,96 @@ async def test_broken_policy_overwrite_and_its_loop_are_found_naming_the_partici
     assert {rt for v in loops for rt in v.details["cycle"]} == {"cc1", "cc2"}
     for check in CHECKS:
         assert found[check]["precedence"] == [], (check, found[check]["precedence"])
+
+
+def _edited(run_dir: Path, dest: Path, run_id: str, drop: set[tuple[str, int]]) -> str:
+    """A copy of a run under its own run id, without the events ``drop`` names (rt, seq)."""
+    shutil.copytree(run_dir, dest)
+    for path in (dest / "trace").glob("*.ndjson"):
+        kept = []
+        for line in path.read_text().splitlines():
+            event = json.loads(line)
+            if (event["rt"], event["seq"]) not in drop:
+                kept.append(json.dumps({**event, "run": run_id}))
+        path.write_text("".join(line + "\n" for line in kept))
+    return str(dest)
+
+
+def _a_reply_at_its_last_hop(events: list[dict]) -> tuple[dict, dict, set[tuple[str, int]]]:
+    """The first reply that crossed the broker: its request, its last send, and its events
+    at the runtime it was delivered in (its receipt there and what followed)."""
+    reply = next(e for e in events if e["ev"] == "msg.out" and e["type"] == "rp" and e["via"] == "mqtt")
+    mine = [e for e in events if e["ev"].startswith("msg.") and e["msg"] == reply["msg"]]
+    last_rt = next(e["rt"] for e in mine if e["ev"] == "msg.deliver")
+    last_send = max((e for e in mine if e["ev"] == "msg.out" and e["rt"] != last_rt), key=lambda e: e["hops"])
+    request = next(e for e in events if e["ev"] == "msg.out" and e["type"] == "rq"
+                   and e.get("corr") == reply["corr"])
+    return request, last_send, {(e["rt"], e["seq"]) for e in mine if e["rt"] == last_rt}
+
+
+def _a_hop_seen_further_on(events: list[dict]) -> tuple[dict, tuple[str, int]]:
+    """A request's receipt over MQTT at a runtime that routed it on: (the send, the receipt)."""
+    for e in events:
+        if e["ev"] == "msg.in" and e["via"] == "mqtt" and e["type"] == "rq" and any(
+            x["ev"] == "msg.out" and x["msg"] == e["msg"] and x["hops"] > e["hops"] for x in events
+        ):
+            send = next(x for x in events if x["ev"] == "msg.out" and x["msg"] == e["msg"]
+                        and x["hops"] == e["hops"])
+            return send, (e["rt"], e["seq"])
+    raise AssertionError("no request crossed the broker and went on")
+
+
+def _a_put_whose_loss_shows(events: list[dict]) -> tuple[tuple[str, int], tuple[str, int]]:
+    """An rt.* event whose deletion leaves the next event of its participant with an ``old``
+    the table no longer held: (the deleted event, the next one)."""
+    chains: dict[tuple[str, str], list[dict]] = {}
+    for e in sorted(events, key=lambda e: (e["rt"], e["seq"])):
+        if e["ev"].startswith("rt."):
+            chains.setdefault((e["rt"], e["participant"]), []).append(e)
+    for chain in chains.values():
+        for before, gone, after in zip(chain, chain[1:], chain[2:]):
+            if gone["ev"] == "rt.put" and after["old"] != before["entry"]:
+                return (gone["rt"], gone["seq"]), (after["rt"], after["seq"])
+    raise AssertionError("no routing entry changed twice")
+
+
+async def test_a_deleted_hop_reply_or_routing_put_is_found_on_a_real_run(spark, tmp_path):
+    result = await run_scenario(load_scenario(LIBRARY / "proxy-for-global-provider.yaml"), tmp_path / "run")
+    assert result.passed
+    events = read_run(result.run_dir)
+    request, last_send, reply_events = _a_reply_at_its_last_hop(events)
+    send, receipt = _a_hop_seen_further_on(events)
+    put, next_put = _a_put_whose_loss_shows(events)
+    runs = {
+        name: _edited(Path(result.run_dir), tmp_path / name, name, drop)
+        for name, drop in (("untouched", set()), ("no-reply", reply_events), ("no-hop", {receipt}),
+                           ("no-put", {put}))
+    }
+    stage = tmp_path / "stage"
+    stage.mkdir()
+    outcome = check_runs(spark, find_runs(list(runs.values())), stage)
+    found = {(v.run, r.name, v.key) for r in outcome.results for v in r.violations}
+    rt, seq = next_put
+    assert found == {
+        ("no-reply", "lost-message", f"no-reply/lost-request/{request['msg']}"),
+        ("no-reply", "lost-message", "no-reply/vanished-hop/{msg}/{hops}/{rt}".format(**last_send)),
+        ("no-hop", "lost-message", f"no-hop/vanished-hop/{send['msg']}/{send['hops']}/{send['rt']}"),
+        ("no-put", "overwrite-violation", f"no-put/{rt}/{seq}"),
+    }, found
+    kinds = {r.name: {v.kind for v in r.violations} for r in outcome.results}
+    assert kinds["overwrite-violation"] == {"old-not-held"}
+
+
+async def test_the_scenario_library_is_clean(spark, tmp_path):
+    """Every scenario of the library, run as shipped (its policy, amqtt), passes every
+    check: the graceful stops that end each run explain nothing that was lost before."""
+    run_dirs = []
+    for path in sorted(LIBRARY.glob("*.yaml")):
+        result = await run_scenario(load_scenario(path), tmp_path / "runs")
+        assert result.passed, (path.name, result.error, result.failed_step)
+        run_dirs.append(result.run_dir)
+    stage = tmp_path / "stage"
+    stage.mkdir()
+    outcome = check_runs(spark, find_runs(run_dirs), stage)
+    assert outcome.stats.events > 1000
+    assert {r.name: [v.summary for v in r.violations] for r in outcome.results if r.count} == {}

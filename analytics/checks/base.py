@@ -14,11 +14,26 @@ VIOLATION_COLUMNS = ("run", "key", "kind", "summary", "details", "refs")
 @dataclass
 class CheckContext:
     spark: SparkSession
-    events: DataFrame  # ok events of every run: schema v1 fields plus run_dir and raw
+    events: DataFrame  # ok events of every run: schema v1 fields plus run_dir
     policies: DataFrame  # run_dir, declared, judged
     storm_steals: int = 5
     storm_window_ms: int = 10_000
     ev_counts: dict[str, int] | None = None  # known counts per ev spare a Spark job
+    declared: dict[str, str | None] | None = None  # run_dir -> declared policy, as policies holds
+    _shared: dict[str, DataFrame] = field(default_factory=dict)
+
+    def shared(self, name: str, build: Callable[[], DataFrame]) -> DataFrame:
+        """A frame several checks group the same way, built and cached once per check run
+        (lazily: the first check that counts its violations fills the cache)."""
+        if name not in self._shared:
+            self._shared[name] = build().persist()
+        return self._shared[name]
+
+    def release(self) -> None:
+        """Drops the shared frames once every check has run."""
+        for frame in self._shared.values():
+            frame.unpersist()
+        self._shared.clear()
 
     def has(self, *evs: str) -> bool:
         if self.ev_counts is not None:

@@ -5,9 +5,9 @@ unique. => only active on one connection", applied to broker sessions keyed by
 (gbid, client_id): each ``link.attach`` (mode other than ``reject``) starts an attachment
 of its ``conn`` that lives until the first of: a ``link.detach`` of that conn, a
 ``link.steal`` naming it as ``victim``, a ``life.crash``/``life.stop`` of the attaching
-runtime, or the end of the run (still live at its last event). Two attachments of different conns of
-one key that overlap in time (start of one strictly before the end of the other) are a
-violation. Without link events the check passes vacuously and says so.
+runtime, or the end of the run (still live at its last link or life event). Two
+attachments of different conns of one key that overlap in time (start of one strictly
+before the end of the other) are a violation. Without link events the check passes vacuously and says so.
 """
 
 from __future__ import annotations
@@ -57,7 +57,12 @@ def compute(ctx: CheckContext) -> CheckOutput:
             .alias("end")
         )
     )
-    run_end = ctx.events.groupBy("run").agg(F.max("ts").alias("run_end"))
+    # Later than every attach: enough to stand for the run's end (a scan of the link and
+    # life events only, not of the whole trace).
+    run_end = F.broadcast(
+        ctx.of(*_LINK_EVENTS, "life.start", "life.stop", "life.crash", "life.restart")
+        .groupBy("run").agg(F.max("ts").alias("run_end"))
+    )
     intervals = (
         attaches.join(first_end, akey, "left")
         .join(run_end, "run")

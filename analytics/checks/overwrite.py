@@ -14,12 +14,21 @@ that did not keep the longest expiry or lost sticky (precedence and local-remote
 has no merge rule), an accepted put that holds something other than the offered address,
 a refusal that changed the entry, a remove/purge the table refuses or a refused remove it
 allows. Same address means equal ``addr`` and equal ``visible``; 003's UPDATE rule
-compares the routing address only.
+compares the routing address only. Also, per event:
+
+- ``unjudged``: no row of the rule table matches it (an address type the seeds do not
+  name, a missing field, an outcome that is neither an acceptance nor a refusal): a
+  decision the checker cannot judge is a finding, never a silent pass;
+- ``visible-not-offered``: an accepted put whose entry has another ``visible`` flag than
+  the one offered;
+- ``old-not-held``: its ``old`` is not the ``entry`` the previous rt.* event of the same
+  participant in the same runtime left (a crash, stop, start or restart of the runtime in
+  between starts afresh), so its judgement would rest on an entry the table did not hold.
 """
 
 from __future__ import annotations
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from .. import rules
@@ -55,10 +64,13 @@ def _judged_puts(ctx: CheckContext) -> DataFrame:
         .groupBy("run", "rt")
         .agg(F.collect_set("topic").alias("own"))
     )
+    table_kind = F.col("kind")
+    for runtime, kind in rules.TABLE_KIND.items():
+        table_kind = F.when(F.col("kind") == runtime, F.lit(kind)).otherwise(table_kind)
     puts = (
-        ctx.of("rt.put").filter(F.col("new").isNotNull())
-        .join(ctx.policies, "run_dir", "left")
-        .join(own, ["run", "rt"], "left")
+        ctx.of("rt.put").withColumn("kind", table_kind)
+        .join(F.broadcast(ctx.policies), "run_dir", "left")
+        .join(F.broadcast(own), ["run", "rt"], "left")
     )
     same_addr = (
         F.col("old").isNotNull()
@@ -92,6 +104,9 @@ def _judged_puts(ctx: CheckContext) -> DataFrame:
     bookkeeping = F.col("judged").isin(*rules.MERGES_BOOKKEEPING) & accepted & F.col("old").isNotNull()
     longest = F.greatest(F.col("old.expiry"), F.col("new.expiry"))
     problems = _problems(
+        # No row of the table matches (an unknown address type, a missing field): unjudged
+        # is a finding, never a pass.
+        F.when(F.col("expected").isNull() | ~(accepted | refused), F.lit("unjudged")),
         F.when(accepted & (F.col("expected") == "refuse"), F.concat(F.lit("should-refuse:"), F.col("rule"))),
         F.when(refused & (F.col("expected") == "accept"), F.concat(F.lit("should-accept:"), F.col("rule"))),
         F.when(bookkeeping & ~F.col("entry.expiry").eqNullSafe(longest), F.lit("expiry-not-max")),
@@ -106,6 +121,8 @@ def _judged_puts(ctx: CheckContext) -> DataFrame:
                 & F.col("entry.type").eqNullSafe(F.col("new.type"))),
             F.lit("entry-not-offered"),
         ),
+        F.when(accepted & F.col("expected").isNotNull()
+               & ~F.col("entry.visible").eqNullSafe(F.col("new.visible")), F.lit("visible-not-offered")),
         F.when(refused & F.col("expected").isNotNull() & ~F.col("entry").eqNullSafe(F.col("old")),
                F.lit("refused-but-changed")),
     )
@@ -118,9 +135,11 @@ def _judged_puts(ctx: CheckContext) -> DataFrame:
 
 def _judged_deletes(ctx: CheckContext) -> DataFrame:
     dels = (
-        ctx.of("rt.remove", "rt.purge").filter(F.col("old").isNotNull())
+        ctx.of("rt.remove", "rt.purge")
+        # nothing to remove: judged only by whether the outcome says so
+        .filter(F.col("old").isNotNull() | (F.coalesce(F.col("outcome"), F.lit("")) != "absent"))
         .drop("op")  # gcd's field of that name; here the table's op is remove or purge
-        .join(ctx.policies, "run_dir", "left")
+        .join(F.broadcast(ctx.policies), "run_dir", "left")
         .select(
             "*",
             F.regexp_replace("ev", r"^rt\.", "").alias("op"),
@@ -134,6 +153,7 @@ def _judged_deletes(ctx: CheckContext) -> DataFrame:
     removed = F.col("outcome") == "removed"
     refused = F.col("outcome").startswith("refused")
     problems = _problems(
+        F.when(F.col("expected").isNull() | F.col("old").isNull() | ~(removed | refused), F.lit("unjudged")),
         F.when(removed & (F.col("expected") == "refuse"), F.concat(F.lit("should-refuse:"), F.col("rule"))),
         F.when(refused & (F.col("expected") == "accept"), F.concat(F.lit("should-accept:"), F.col("rule"))),
         F.when(removed & F.col("entry").isNotNull(), F.lit("removed-but-held")),
@@ -148,18 +168,51 @@ def _judged_deletes(ctx: CheckContext) -> DataFrame:
 
 def _notes(ctx: CheckContext) -> list[str]:
     notes = []
-    for row in ctx.policies.collect():
-        if row["declared"] not in rules.JUDGED:
-            declared = "no policy" if row["declared"] is None else f"policy {row['declared']!r}"
+    declared_by_run = ctx.declared
+    if declared_by_run is None:
+        declared_by_run = {r["run_dir"]: r["declared"] for r in ctx.policies.collect()}
+    for run_dir, declared_policy in declared_by_run.items():
+        if declared_policy not in rules.JUDGED:
+            declared = "no policy" if declared_policy is None else f"policy {declared_policy!r}"
             notes.append(
-                f"{row['run_dir']}: declares {declared}, which no seed rule table describes; "
+                f"{run_dir}: declares {declared}, which no seed rule table describes; "
                 f"judged against {rules.DEFAULT} ({rules.SEEDS[rules.DEFAULT]}, the newest seed)"
             )
     return notes
 
 
+def _old_not_held(ctx: CheckContext) -> DataFrame:
+    """The rt.* events whose ``old`` is not the ``entry`` the previous event of the same
+    participant in the same runtime left, with what it left. A crash, stop, start or
+    restart of the runtime in between starts afresh: no expectation across it."""
+    chain = Window.partitionBy("run", "rt", "participant").orderBy("seq")
+    mismatched = (
+        ctx.of("rt.put", "rt.remove", "rt.purge")
+        .select("run", "rt", "seq", "ts", "participant", "old",
+                F.lag("entry").over(chain).alias("held"), F.lag("seq").over(chain).alias("held_seq"),
+                F.lag("ts").over(chain).alias("held_ts"))
+        .filter(F.col("held_seq").isNotNull() & ~F.col("old").eqNullSafe(F.col("held")))
+    )
+    resets = F.broadcast(ctx.of("life.start", "life.restart", "life.crash", "life.stop").select(
+        "run", F.col("target").alias("rt"), F.col("rt").alias("reset_rt"),
+        F.col("seq").alias("reset_seq"), F.col("ts").alias("reset_ts"),
+    ))
+    between = F.when(
+        F.col("reset_rt") == F.col("rt"),  # written by the runtime itself: its own order
+        (F.col("reset_seq") > F.col("held_seq")) & (F.col("reset_seq") < F.col("seq")),
+    ).otherwise((F.col("reset_ts") >= F.col("held_ts")) & (F.col("reset_ts") <= F.col("ts")))
+    reset = mismatched.join(resets, ["run", "rt"]).filter(between).select("run", "rt", "seq")
+    return mismatched.join(reset, ["run", "rt", "seq"], "left_anti").select("run", "rt", "seq", "held", "held_seq")
+
+
 def compute(ctx: CheckContext) -> CheckOutput:
-    judged = _judged_puts(ctx).unionByName(_judged_deletes(ctx))
+    judged = (
+        _judged_puts(ctx).unionByName(_judged_deletes(ctx))
+        .join(F.broadcast(_old_not_held(ctx)), ["run", "rt", "seq"], "left")
+        .withColumn("problems", F.when(
+            F.col("held_seq").isNotNull(), F.concat("problems", F.array(F.lit("old-not-held")))
+        ).otherwise(F.col("problems")))
+    )
     bad = judged.filter(F.size("problems") > 0)
     out = violations(
         bad,
@@ -176,9 +229,13 @@ def compute(ctx: CheckContext) -> CheckOutput:
             F.struct(
                 "participant", "declared", "judged", "outcome", "expected", "rule", "seed",
                 "origin", "old", "new", "entry", F.col("own").alias("own_topics"), "problems",
+                F.col("held").alias("held_before"),
             )
         ),
-        refs=F.array(F.struct("rt", "seq")),
+        refs=F.filter(
+            F.array(F.struct("rt", "seq"), F.struct(F.col("rt"), F.col("held_seq").alias("seq"))),
+            lambda r: r["seq"].isNotNull(),
+        ),
     )
     return CheckOutput(out, _notes(ctx))
 
@@ -188,7 +245,8 @@ CHECK = Check(
     description=(
         "Every rt.put, rt.remove and rt.purge re-judged against the run's declared policy "
         "from the seeds' rule table (runtime kind, existing and new type, sticky, same "
-        "address/visibility, origin, expiry, own topics)."
+        "address/visibility, origin, expiry, own topics); one no rule matches is unjudged; "
+        "each old must be the entry the previous event left."
     ),
     seeds="000 (precedence), 002 constraints 2a-2c, 3, 4 (local-remote), 003 CRUD (gcd-trust)",
     events=("rt.put", "rt.remove", "rt.purge", "life.start", "life.restart"),

@@ -1,21 +1,27 @@
 """routing-loop: a message that came back to a runtime that had already routed it.
 
-Proves, per message: no runtime made the same routing decision for it twice (two
-``msg.out`` with the same ``msg``, ``rt`` and ``target``: the message came back and took
-the same way out again, which is a cycle; a ``resent: true`` out is a re-send after a link
-resume, not a decision) and no runtime dropped it with reason ``hop-limit``. A message that
-comes back to a runtime whose table changed meanwhile and leaves by another way is a
-re-route, not a loop: seed 000 expects exactly that when a provider re-registers while a
-proxy in its own runtime still holds the cluster controller's WebSocketAddress (DESIGN: "a runtime drops a
-message whose counter passes a bound ... so a loop ends and is visible"). Seeds: 000, the
-WebSocketClientAddress paragraph ("must not be overwritten by a global address which could
-cause a loop") and the precedence rules that exist to prevent exactly this.
+Proves, per message, three things; any one flags it:
 
-For each looping message it reports the cycle (the routing runtimes in hop order, from the
-first runtime that routed it twice up to its second decision; the whole path when only the
-hop limit caught it) and, for each runtime of the cycle, the last ``rt.put`` for the
-message's ``to`` participant at or before that runtime's last routing of it: the entries
-that sent the message round.
+- ``came-back``: no message arrives again (``msg.in``) at a runtime after that runtime
+  made a routing decision for it (a ``msg.out`` that is not a ``resent: true`` copy),
+  whatever it does next: routes it again, queues it, lets it expire. Arriving again means
+  with a higher hop count than the runtime first received it (a copy with the same hop
+  count is a re-sent duplicate, dropped as such), or at all at the runtime that first sent
+  it. The one return that is no loop is the hairpin: a runtime sends its participant's
+  message to its cluster controller, which hands it straight back, and it is delivered.
+- ``routed-twice``: no runtime makes the same routing decision for it twice (two decisions
+  with the same ``msg``, ``rt`` and ``target``).
+- ``hop-limit``: no runtime dropped it for the hop limit (DESIGN: "a runtime drops a
+  message whose counter passes a bound ... so a loop ends and is visible").
+
+Seeds: 000, the WebSocketClientAddress paragraph ("must not be overwritten by a global
+address which could cause a loop") and the precedence rules that exist to prevent exactly
+this. Phase 1 finds the looping messages from narrow aggregates per message and runtime
+(``messages``); phase 2, for those only, reports the cycle (the routing runtimes in hop
+order, from the first runtime that routed it twice up to its second decision; the whole
+path otherwise) and, for each runtime of the cycle, the last ``rt.put`` for the message's
+``to`` participant at or before that runtime's last routing of it: the entries that sent
+the message round.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from pyspark.sql import Window
 from pyspark.sql import functions as F
 
 from .base import Check, CheckContext, CheckOutput, key, violations
+from .messages import MSG_EVENTS, decision, message_events, per_runtime
 
 
 def _rank() -> F.Column:
@@ -31,25 +38,39 @@ def _rank() -> F.Column:
     return F.when(F.col("ev") == "msg.out", 0).when(F.col("ev") == "msg.in", 1).otherwise(2)
 
 
-def compute(ctx: CheckContext) -> CheckOutput:
-    outs = ctx.of("msg.out").filter(F.col("msg").isNotNull())
-    decisions = outs.filter(F.coalesce(F.col("resent"), F.lit("false")) != "true")
+def _flagged(ctx: CheckContext):
+    """Phase 1: the (run, msg) of every looping message, with why, from narrow aggregates."""
+    rt = per_runtime(ctx)
+    originator = F.col("first_decision").isNotNull() & (
+        F.col("first_in").isNull() | (F.col("first_in") > F.col("first_decision"))
+    )
+    came_back = (
+        F.col("first_decision").isNotNull() & (F.col("last_in") > F.col("first_decision"))
+        & (originator | (F.col("max_in_hops") > F.col("min_in_hops")))
+    )
+    # The one legitimate return: a runtime sends its own participant's message to its
+    # cluster controller, which hands it back for a participant of the same runtime.
+    hairpin = (
+        originator & (F.col("max_in_hops") == F.col("min_in_hops"))
+        & (F.col("min_in_hops") == F.col("first_decision_hops") + 1)
+        & (F.coalesce(F.col("last_deliver"), F.lit(-1)) > F.col("last_in"))
+    )
+    back = rt.filter(came_back & ~hairpin).select("run", "msg", F.lit("came-back").alias("why"))
+    hop_limit = rt.filter(F.col("hop_limit") == 1).select("run", "msg", F.lit("hop-limit").alias("why"))
     twice = (
-        decisions.groupBy("run", "msg", "rt", "target").count().filter(F.col("count") >= 2)
-        .select("run", "msg").distinct()
+        message_events(ctx).filter(decision())
+        .groupBy("run", "msg", "rt", "target").count().filter(F.col("count") >= 2)
         .select("run", "msg", F.lit("routed-twice").alias("why"))
     )
-    hop_limit = (
-        ctx.of("msg.drop").filter((F.col("reason") == "hop-limit") & F.col("msg").isNotNull())
-        .select("run", "msg", F.lit("hop-limit").alias("why"))
-    )
-    flagged = twice.unionByName(hop_limit).groupBy("run", "msg").agg(
+    return back.unionByName(hop_limit).unionByName(twice).groupBy("run", "msg").agg(
         F.sort_array(F.collect_set("why")).alias("why")
     )
 
-    hops = ctx.of("msg.out", "msg.in", "msg.deliver", "msg.queue", "msg.drop").join(
-        flagged, ["run", "msg"]
-    )
+
+def compute(ctx: CheckContext) -> CheckOutput:
+    flagged = _flagged(ctx)
+    # Phase 2: the paths and routing entries of the flagged messages only.
+    hops = message_events(ctx).join(F.broadcast(flagged), ["run", "msg"])
     paths = hops.groupBy("run", "msg", "why").agg(
         F.sort_array(
             F.collect_list(
@@ -97,7 +118,7 @@ def compute(ctx: CheckContext) -> CheckOutput:
     )
     latest = Window.partitionBy("run", "msg", "crt").orderBy(F.desc("put_ts"), F.desc("put_seq"))
     entries = (
-        at_runtime.join(puts, ["run", "crt", "to"])
+        F.broadcast(at_runtime).join(puts, ["run", "crt", "to"])
         .filter(F.col("put_ts") <= F.col("until"))
         .withColumn("n", F.row_number().over(latest))
         .filter(F.col("n") == 1)
@@ -154,11 +175,12 @@ def compute(ctx: CheckContext) -> CheckOutput:
 CHECK = Check(
     name="routing-loop",
     description=(
-        "No message is routed the same way twice by one runtime (two msg.out, same msg, rt "
-        "and target, re-sends excluded) or dropped for the hop limit; reports the cycle and "
-        "the routing entries that caused it."
+        "No message comes back to a runtime that already routed it (whatever it does next; "
+        "a hairpin through the cluster controller excepted), is routed the same way twice by "
+        "one runtime or is dropped for the hop limit; reports the cycle and the routing "
+        "entries that caused it."
     ),
     seeds="000 (precedence exists to prevent loops: 'could cause a loop'); DESIGN hop counter",
-    events=("msg.out", "msg.in", "msg.deliver", "msg.queue", "msg.drop", "rt.put"),
+    events=(*MSG_EVENTS, "rt.put"),
     compute=compute,
 )

@@ -3,10 +3,13 @@
 Each run directory gets cluster controllers (``cc-0``..), libjoynr runtimes, GCD instances,
 brokers and a runner, and a realistic mix: request/reply exchanges over WebSocket and MQTT
 with their reply-to routing entries, GCD registrations and lookups, link reattaches and
-steals, queued and expired requests, purges. Every event advances the simulated clock by
-one millisecond, so the order of events is unambiguous. At known places each run gets the
-planted violations of every check and a few look-alikes that are not violations; the
-answer key lists the violation keys the checker must report, and nothing else.
+steals, queued and expired requests, purges, self-hairpins (a proxy reaching a provider
+of its own runtime through the cluster controller), sends the transport refuses at the
+sender, duplicate copies; every run ends with graceful stops, as real runs do. Every event
+advances the simulated clock by one millisecond (and a lull by more), so the order of
+events is unambiguous. At known places each run gets the planted violations of every
+check and a few look-alikes that are not violations; the answer key lists the violation
+keys the checker must report, and nothing else.
 
 Runs are written in parallel processes with plain string building (no JSON encoder on
 the hot path).
@@ -22,7 +25,8 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from .run import PLANTS, Run
+from .plants import PLANTS
+from .run import Run
 from .writer import CHECK_NAMES, Writer
 
 __all__ = ["CHECK_NAMES", "generate", "main"]
@@ -58,6 +62,7 @@ def _write_run(job: _Job) -> tuple[int, dict[str, list[str]]]:
                 getattr(run, name)(len(done))
                 done.add(name)
         i += 1
+    run.end()
     w.close()
     return w.count, w.planted
 

@@ -2,20 +2,22 @@
 
 from __future__ import annotations
 
-from .writer import CCS, EXPIRY, GBIDS, HOP_LIMIT, LIBS, T0, Writer, ent
+from .plants import Plants
+from .writer import CCS, EXPIRY, GBIDS, LIBS, T0, TTL, Writer, ent
 
 
 def _lib_cc(lib: int) -> int:
     return lib % CCS
 
 
-class Run:
+class Run(Plants):
     def __init__(self, w: Writer) -> None:
         self.w = w
         self.conn: dict[tuple[int, str], str] = {}
         self.conn_n = 0
         self.reply_to: dict[tuple[int, str], tuple[str, int]] = {}  # (cc, proxy) -> addr, expiry
         self.gcd_routes: dict[tuple[int, str], tuple[str, int]] = {}
+        self.short: dict[int, tuple[int, str]] = {}  # short-lived entries: i -> (cc, entry)
 
     def new_conn(self, cc: int, gbid: str) -> str:
         self.conn_n += 1
@@ -62,6 +64,13 @@ class Run:
         ca, cb, lp, lq = f"cc-{a}", f"cc-{b}", f"lib-{p}", f"lib-{q_}"
         proxy, prov = f"proxy-{p}", f"prov-{q_}"
         m, r, c = f"q{i}", f"p{i}", f"c{i}"
+        w.expire_in(TTL)
+        if i % 40 == 7:
+            self.hairpin(i, p)
+            return
+        if i % 200 == 99:
+            self.refused_send(i, p, q_, g)
+            return
         if i % 200 == 199:  # no route yet: queued, then expired and dropped (recorded)
             w.msg(lp, "msg.out", m, "rq", proxy, prov, 1, c, "ws", None, f"ws://{ca}:4242/", "WebSocket")
             w.msg(ca, "msg.in", m, "rq", proxy, prov, 1, c, "ws")
@@ -84,6 +93,8 @@ class Run:
         w.msg(ca, "msg.out", r, "rp", prov, proxy, 3, c, "ws", None, lp, "WebSocketClient")
         w.msg(lp, "msg.in", r, "rp", prov, proxy, 3, c, "ws")
         w.msg(lp, "msg.deliver", r, "rp", prov, proxy, 3, c)
+        if i % 300 == 150:  # a second copy over MQTT, dropped as a duplicate: the first arrived
+            w.msg(cb, "msg.drop", m, "rq", proxy, prov, 2, c, reason="duplicate")
         if i % 25 == 0:
             self.discovery(i, a, b, g, prov)
         if i % 50 == 25:
@@ -95,6 +106,50 @@ class Run:
         if i % 1000 == 0:
             w.emit("runner", "step", f'"index":{i // 1000},"name":"exchange {i}","outcome":"ok",'
                    '"detail":null')
+
+    def hairpin(self, i: int, p: int) -> None:
+        """A proxy calls a provider of its own runtime through its cluster controller, which
+        hands the request straight back: a return that is no loop."""
+        w = self.w
+        a, lp = _lib_cc(p), f"lib-{p}"
+        ca, proxy, prov, m, r, c = f"cc-{a}", f"proxy-{p}", f"prov-{p}", f"q{i}", f"p{i}", f"c{i}"
+        w.msg(lp, "msg.out", m, "rq", proxy, prov, 1, c, "ws", None, f"ws://{ca}:4242/", "WebSocket")
+        w.msg(ca, "msg.in", m, "rq", proxy, prov, 1, c, "ws")
+        w.msg(ca, "msg.out", m, "rq", proxy, prov, 2, c, "ws", None, lp, "WebSocketClient")
+        w.msg(lp, "msg.in", m, "rq", proxy, prov, 2, c, "ws")
+        w.msg(lp, "msg.out", m, "rq", proxy, prov, 3, c, "inprocess", None, f"inprocess:{p}", "InProcess")
+        w.msg(lp, "msg.deliver", m, "rq", proxy, prov, 3, c)
+        w.msg(lp, "msg.out", r, "rp", prov, proxy, 1, c, "inprocess", None, f"inprocess:{p}", "InProcess")
+        w.msg(lp, "msg.deliver", r, "rp", prov, proxy, 1, c)
+
+    def refused_send(self, i: int, p: int, q_: int, g: str) -> None:
+        """The transport refuses a request at the sender: recorded there, with or without
+        the send it refused."""
+        w = self.w
+        a, b, lp = _lib_cc(p), _lib_cc(q_), f"lib-{p}"
+        ca, proxy, prov, m, c = f"cc-{a}", f"proxy-{p}", f"prov-{q_}", f"q{i}", f"c{i}"
+        w.msg(lp, "msg.out", m, "rq", proxy, prov, 1, c, "ws", None, f"ws://{ca}:4242/", "WebSocket")
+        w.msg(ca, "msg.in", m, "rq", proxy, prov, 1, c, "ws")
+        if i % 400 == 99:
+            w.msg(ca, "msg.out", m, "rq", proxy, prov, 2, c, "mqtt", g, f"{g}/cc-{b}", "Mqtt")
+        w.msg(ca, "msg.drop", m, "rq", proxy, prov, 2, c, reason="no-connection")
+
+    def end(self) -> None:
+        """The run ends as every real run does: a request still on its way when the graceful
+        stops come (its receiver stops before it expires: no loss), then the stops,
+        libjoynr runtimes first, brokers last."""
+        w = self.w
+        w.expire_in(TTL)
+        w.msg("lib-0", "msg.out", "last", "rq", "proxy-0", "prov-1", 1, "lastc", "ws", None,
+              "ws://cc-0:4242/", "WebSocket")
+        w.msg("cc-0", "msg.in", "last", "rq", "proxy-0", "prov-1", 1, "lastc", "ws")
+        w.msg("cc-0", "msg.out", "last", "rq", "proxy-0", "prov-1", 2, "lastc", "mqtt", "g-a",
+              "g-a/cc-1", "Mqtt")
+        for target in ([f"lib-{n}" for n in range(LIBS)] + [f"cc-{n}" for n in range(CCS)]
+                       + [f"gcd-{g}" for g in GBIDS]):
+            w.life("life.stop", target)
+        for g in GBIDS:
+            w.life("life.stop", f"broker-{g}", f',"gbid":"{g}"')
 
     def reply_to_put(self, cc: int, proxy: str, addr: str) -> None:
         w = self.w
@@ -164,159 +219,8 @@ class Run:
         w = self.w
         e = ent("Mqtt", f"g-a/cc-{(b + 1) % CCS}", w.t + 50)
         w.put(f"cc-{b}", f"tmp-{i}", "created", "gcd", None, e, e)
-        if i >= 300:
-            gone = ent("Mqtt", f"g-a/cc-{(b + 1) % CCS}", w.t - 1000)
-            w.emit(f"cc-{b}", "rt.purge", f'"participant":"tmp-{i - 300}","policy":"precedence",'
-                   f'"outcome":"removed","reason":"expired","old":{gone}')
-
-    # -- planted violations ------------------------------------------------------------
-    def plant_loop(self, j: int) -> None:
-        w = self.w
-        ghost, m = f"ghost-{j}", f"loop{j}"
-        for cc, other in ((0, 1), (1, 0)):
-            e = ent("Mqtt", f"g-a/cc-{other}", w.t + EXPIRY)
-            w.put(f"cc-{cc}", ghost, "created", "gcd", None, e, e)
-        w.msg("lib-0", "msg.out", m, "rq", "proxy-0", ghost, 1, f"lc-{j}", "ws", None,
-              "ws://cc-0:4242/", "WebSocket")
-        w.msg("cc-0", "msg.in", m, "rq", "proxy-0", ghost, 1, f"lc-{j}", "ws")
-        here, there = 0, 1
-        for hops in range(2, HOP_LIMIT + 1):
-            w.msg(f"cc-{here}", "msg.out", m, "rq", "proxy-0", ghost, hops, f"lc-{j}", "mqtt",
-                  "g-a", f"g-a/cc-{there}", "Mqtt")
-            w.msg(f"cc-{there}", "msg.in", m, "rq", "proxy-0", ghost, hops, f"lc-{j}", "mqtt", "g-a")
-            here, there = there, here
-        w.msg(f"cc-{here}", "msg.drop", m, "rq", "proxy-0", ghost, HOP_LIMIT, f"lc-{j}",
-              reason="hop-limit")
-        w.plant("routing-loop", m)
-
-    def plant_overwrites(self, j: int) -> None:
-        w, rt = self.w, "cc-2"
-        exp = w.t + EXPIRY
-        wsc = ent("WebSocketClient", "lib-6", exp)
-        mq = ent("Mqtt", "g-a/cc-3", exp)
-        sticky = ent("Mqtt", "g-a/cc-3", exp, sticky=True)
-        p = f"ow{j}"
-        w.put(rt, f"{p}-a", "created", "registration", None, wsc, wsc)
-        s = w.put(rt, f"{p}-a", "replaced", "gcd", wsc, mq, mq)  # WebSocketClient lost to Mqtt
-        w.plant("overwrite-violation", rt, s)
-        w.put(rt, f"{p}-b", "created", "gcd", None, mq, mq)
-        s = w.put(rt, f"{p}-b", "refused", "registration", mq, wsc, mq)  # must have replaced
-        w.plant("overwrite-violation", rt, s)
-        late = ent("Mqtt", "g-a/cc-3", exp + 1000)
-        w.put(rt, f"{p}-c", "created", "gcd", None, late, late)
-        s = w.put(rt, f"{p}-c", "merged", "gcd", late, mq, mq)  # shorter expiry kept
-        w.plant("overwrite-violation", rt, s)
-        w.put(rt, f"{p}-d", "created", "provisioned", None, sticky, sticky)
-        s = w.put(rt, f"{p}-d", "merged", "gcd", sticky, mq, mq)  # sticky flag lost
-        w.plant("overwrite-violation", rt, s)
-        own = ent("Mqtt", "g-b/cc-2", exp)
-        s = w.put(rt, f"{p}-e", "created", "reply-to", None, own, own)  # its own topic
-        w.plant("overwrite-violation", rt, s)
-        w.put(rt, f"{p}-f", "created", "provisioned", None, sticky, sticky)
-        _, s = w.emit(rt, "rt.remove", f'"participant":"{p}-f","policy":"precedence",'
-                      f'"outcome":"removed","old":{sticky},"entry":null')  # sticky removed
-        w.plant("overwrite-violation", rt, s)
-        # look-alikes: a sticky entry correctly kept, a correct refusal of a remove
-        w.put(rt, f"{p}-g", "created", "provisioned", None, sticky, sticky)
-        w.put(rt, f"{p}-g", "refused", "gcd", sticky, ent("Mqtt", "g-a/cc-1", exp), sticky)
-        w.emit(rt, "rt.remove", f'"participant":"{p}-g","policy":"precedence",'
-               f'"outcome":"refused-sticky","old":{sticky},"entry":{sticky}')
-
-    def plant_lost(self, j: int) -> None:
-        w = self.w
-        m, c = f"lost{j}", f"lostc{j}"
-        w.msg("lib-1", "msg.out", m, "rq", "proxy-1", "prov-2", 1, c, "ws", None,
-              "ws://cc-1:4242/", "WebSocket")
-        w.msg("cc-1", "msg.in", m, "rq", "proxy-1", "prov-2", 1, c, "ws")
-        w.msg("cc-1", "msg.out", m, "rq", "proxy-1", "prov-2", 2, c, "mqtt", "g-a", "g-a/cc-2", "Mqtt")
-        w.msg("cc-2", "msg.in", m, "rq", "proxy-1", "prov-2", 2, c, "mqtt", "g-a")
-        w.msg("cc-2", "msg.out", m, "rq", "proxy-1", "prov-2", 3, c, "ws", None, "lib-2", "WebSocketClient")
-        w.msg("lib-2", "msg.in", m, "rq", "proxy-1", "prov-2", 3, c, "ws")
-        w.msg("lib-2", "msg.deliver", m, "rq", "proxy-1", "prov-2", 3, c)  # and no reply, ever
-        w.plant("lost-message", "lost-request", m)
-        m, c = f"dup{j}", f"dupc{j}"
-        w.msg("lib-5", "msg.out", m, "o", "proxy-5", "prov-6", 1, None, "ws", None,
-              "ws://cc-1:4242/", "WebSocket")
-        w.msg("cc-1", "msg.in", m, "o", "proxy-5", "prov-6", 1, None, "ws")
-        w.msg("cc-1", "msg.out", m, "o", "proxy-5", "prov-6", 2, None, "mqtt", "g-b", "g-b/cc-2", "Mqtt")
-        w.msg("cc-2", "msg.in", m, "o", "proxy-5", "prov-6", 2, None, "mqtt", "g-b")
-        w.msg("cc-2", "msg.out", m, "o", "proxy-5", "prov-6", 3, None, "ws", None, "lib-6", "WebSocketClient")
-        w.msg("lib-6", "msg.in", m, "o", "proxy-5", "prov-6", 3, None, "ws")
-        w.msg("lib-6", "msg.deliver", m, "o", "proxy-5", "prov-6", 3, None)
-        w.msg("lib-6", "msg.deliver", m, "o", "proxy-5", "prov-6", 3, None)
-        w.plant("lost-message", "duplicate-delivery", m, "lib-6")
-        m = f"van{j}"
-        w.msg("cc-1", "msg.out", m, "o", "proxy-1", "prov-2", 2, None, "mqtt", "g-a", "g-a/cc-2", "Mqtt")
-        w.plant("lost-message", "vanished-hop", m, 2, "cc-1")
-
-    def plant_crash(self, j: int) -> None:
-        """Look-alikes only: losses a crash of cc-3 explains."""
-        w = self.w
-        m, c = f"crash{j}", f"crashc{j}"
-        w.msg("lib-0", "msg.out", m, "rq", "proxy-0", "prov-3", 1, c, "ws", None,
-              "ws://cc-0:4242/", "WebSocket")
-        w.msg("cc-0", "msg.in", m, "rq", "proxy-0", "prov-3", 1, c, "ws")
-        w.msg("cc-0", "msg.out", m, "rq", "proxy-0", "prov-3", 2, c, "mqtt", "g-a", "g-a/cc-3", "Mqtt")
-        w.msg("cc-3", "msg.in", m, "rq", "proxy-0", "prov-3", 2, c, "mqtt", "g-a")
-        w.msg("cc-0", "msg.out", f"crasho{j}", "o", "proxy-0", "prov-3", 2, None, "mqtt", "g-b",
-              "g-b/cc-3", "Mqtt")
-        w.life("life.crash", "cc-3")
-        w.life("life.restart", "cc-3", ',"gbids":["g-a","g-b"],"own_topics":["cc-3"]')
-        self.attach_all(3, "establish")  # old attachments ended with the crash
-
-    def plant_gcd(self, j: int) -> None:
-        w, gcd = self.w, "gcd-g-a"
-        w.emit(gcd, "gcd.lookup", '"op":"lookup_domains","gbids":["g-a","g-b"],"domains":["d"],'
-               '"interface":"vehicle/Radio","participant":null,"result":[{"participant":"prov-1",'
-               '"gbid":"g-a"},{"participant":"prov-1","gbid":"g-b"}],"error":null')
-        w.plant("gcd-consistency", gcd, w.seq[gcd] - 1)
-        w.emit(gcd, "gcd.lookup", '"op":"lookup_participant","gbids":["g-a"],"domains":null,'
-               '"interface":null,"participant":"prov-2","result":[{"participant":"prov-2",'
-               '"gbid":"g-b"}],"error":null')
-        w.plant("gcd-consistency", gcd, w.seq[gcd] - 1)
-        gone = f"gone-{j}"
-        w.emit(gcd, "gcd.add", f'"op":"add","participant":"{gone}","gbids":["g-a","g-b"],'
-               '"cc":"cc-1","error":null')
-        w.emit(gcd, "gcd.remove", f'"op":"remove","participant":"{gone}","gbids":["g-a"],'
-               f'"removed":[["{gone}","g-a"]],"error":null')
-        w.emit(gcd, "gcd.lookup", f'"op":"lookup_participant","gbids":["g-a","g-b"],'
-               f'"domains":null,"interface":null,"participant":"{gone}",'
-               f'"result":[{{"participant":"{gone}","gbid":"g-a"}}],"error":null')
-        w.plant("gcd-consistency", gcd, w.seq[gcd] - 1)
-        # look-alike: still registered in g-b
-        w.emit(gcd, "gcd.lookup", f'"op":"lookup_participant","gbids":["g-a","g-b"],'
-               f'"domains":null,"interface":null,"participant":"{gone}",'
-               f'"result":[{{"participant":"{gone}","gbid":"g-b"}}],"error":null')
-
-    def plant_links(self, j: int) -> None:
-        w = self.w
-        key = f"dup-{j}"
-        w.attach("cc-1", "g-a", key, f"{key}-x", "establish")
-        w.attach("cc-2", "g-a", key, f"{key}-y", "establish")  # no steal: both live
-        w.detach("cc-1", "g-a", key, f"{key}-x", closed=True)
-        w.detach("cc-2", "g-a", key, f"{key}-y", closed=True)
-        w.plant("link-uniqueness", "g-a", key, f"{key}-x+{key}-y")
-        storm = f"storm-{j}"
-        prev = f"{storm}-0"
-        w.attach("cc-1", "g-b", storm, prev, "establish")
-        for k in range(1, 7):
-            rt = f"cc-{1 + k % 2}"
-            conn = f"{storm}-{k}"
-            w.steal(rt, "g-b", storm, conn, prev)
-            w.attach(rt, "g-b", storm, conn, "steal")
-            prev = conn
-        w.plant("takeover-storm", "g-b", storm)
-        w.emit("cc-0", "link.takeover-storm", f'"gbid":"g-a","client_id":"stormev-{j}",'
-               '"runtimes":["cc-0","cc-3"],"count":7,"window_ms":10000')
-        w.plant("takeover-storm", "g-a", f"stormev-{j}")
-        calm = f"calm-{j}"  # look-alike: four steals are not a storm
-        prev = f"{calm}-0"
-        w.attach("cc-1", "g-b", calm, prev, "establish")
-        for k in range(1, 5):
-            conn = f"{calm}-{k}"
-            w.steal("cc-2", "g-b", calm, conn, prev)
-            w.attach("cc-2", "g-b", calm, conn, "steal")
-            prev = conn
-
-
-PLANTS = ("plant_loop", "plant_overwrites", "plant_lost", "plant_gcd", "plant_links", "plant_crash")
+        self.short[i] = (b, e)
+        if i - 300 in self.short:  # expired long ago: purged, as the table held it
+            cc, gone = self.short.pop(i - 300)
+            w.emit(f"cc-{cc}", "rt.purge", f'"participant":"tmp-{i - 300}","policy":"precedence",'
+                   f'"outcome":"removed","reason":"expired","old":{gone},"entry":null')

@@ -12,6 +12,7 @@ CCS, LIBS = 4, 8
 GBIDS = ("g-a", "g-b")
 T0 = 1_700_000_000_000
 EXPIRY = 600_000
+TTL = 60_000  # a message's time to live: its ``exp`` is its sending time plus this
 HOP_LIMIT = 8
 KIND = {"cc": "cluster-controller", "lib": "libjoynr", "gcd": "gcd", "broker": "broker",
         "runner": "runner"}
@@ -36,6 +37,7 @@ class Writer:
         self.dir.mkdir(parents=True, exist_ok=True)
         self.run = run_id
         self.t = T0
+        self.exp = T0 + TTL  # the expiry the next messages carry (set per exchange)
         self.count = 0
         self.seq: dict[str, int] = defaultdict(int)
         self.buf: dict[str, list[str]] = defaultdict(list)
@@ -73,15 +75,23 @@ class Writer:
             target: str | None = None, addr_type: str | None = None,
             reason: str | None = None) -> tuple[int, int]:
         body = (f'"msg":"{msg}","type":"{type_}","from":"{frm}","to":"{to}","hops":{hops},'
-                f'"corr":{q(corr)}')
+                f'"corr":{q(corr)},"exp":{self.exp}')
         if ev == "msg.out":
             body += (f',"via":"{via}","addr_type":{q(addr_type)},"target":{q(target)},'
                      f'"gbid":{q(gbid)},"resent":false')
         elif ev == "msg.in":
             body += f',"via":"{via}","gbid":{q(gbid)}'
-        elif reason is not None:
+        if reason is not None:
             body += f',"reason":"{reason}"'
         return self.emit(rt, ev, body)
+
+    def expire_in(self, ms: int) -> None:
+        """The messages written next expire ``ms`` from now."""
+        self.exp = self.t + ms
+
+    def advance(self, ms: int) -> None:
+        """Time passes without events (a lull in the traffic)."""
+        self.t += ms
 
     def put(self, rt: str, participant: str, outcome: str, origin: str, old: str | None,
             new: str, entry: str | None, reason: str = "", policy: str = "precedence") -> int:
