@@ -115,3 +115,25 @@ def test_a_broken_policy_is_found_shrunk_and_the_minimal_scenario_replays(tmp_pa
     data = json.loads((tmp_path / "out" / "explore.json").read_text())
     assert data["runs"] == 2 and data["findings"][0]["signature"]
     assert yaml.safe_load(text)["steps"]
+
+
+@pytest.mark.e2e
+async def test_a_run_that_keeps_going_records_failed_steps_and_runs_the_rest(tmp_path) -> None:
+    from joynr_sim.scenario.runner import run_scenario
+
+    scenario = parse_scenario(yaml.safe_dump({
+        "name": "keeps-going", "reproduces": {"seed": "explore", "scenario": "x"}, "backends": ["gbid1"],
+        "runtimes": [{"kind": "cluster-controller", "id": "cc1"}],
+        "steps": [
+            {"proxy": {"runtime": "cc1", "name": "px", "domain": "d", "interface": "joynrsim/Echo",
+                       "scope": "LOCAL_ONLY"}},
+            {"call": {"proxy": "px", "method": "echo", "args": ["a"]}},
+            {"register": {"runtime": "cc1", "provider": "p", "domain": "d", "interface": "joynrsim/Echo",
+                          "scope": "LOCAL"}},
+        ],
+    }))
+    result = await run_scenario(scenario, tmp_path, keep_going=True)
+    assert [s.outcome for s in result.steps] == ["failed", "failed", "ok"]
+    assert "its proxy step failed" in result.steps[1].detail and not result.steps[1].traceback
+    stopped = await run_scenario(scenario, tmp_path / "again")
+    assert [s.outcome for s in stopped.steps] == ["failed", "skipped", "skipped"]

@@ -77,6 +77,17 @@ class ScenarioRunner:
             return self.proxies[name].participant_id
         raise StepFailed(f"@{name} is not a provider or proxy created so far")
 
+    def _provider(self, name: str) -> tuple[Any, str]:
+        # The loader saw the register step; it may have failed (a run that keeps going).
+        if name not in self.providers:
+            raise StepFailed(f"provider {name} is not registered: its register step failed")
+        return self.providers[name]
+
+    def _proxy(self, name: str) -> Any:
+        if name not in self.proxies:
+            raise StepFailed(f"proxy {name} was not built: its proxy step failed")
+        return self.proxies[name]
+
     # -- steps -----------------------------------------------------------------------
     async def run_step(self, step: Step) -> None:
         handler: Callable[[Mapping[str, Any]], Any] = getattr(self, f"_step_{step.kind}")
@@ -112,7 +123,7 @@ class ScenarioRunner:
             self.providers[a["provider"]] = (runtime, skeleton.participant_id)
 
     async def _step_unregister(self, a: Mapping[str, Any]) -> None:
-        runtime, pid = self.providers[a["provider"]]
+        runtime, pid = self._provider(a["provider"])
         await runtime.unregister_provider(pid)
 
     async def _step_proxy(self, a: Mapping[str, Any]) -> None:
@@ -131,7 +142,7 @@ class ScenarioRunner:
             self.proxies[a["name"]] = proxy
 
     async def _call_once(self, a: Mapping[str, Any]) -> None:
-        proxy = self.proxies[a["proxy"]]
+        proxy = self._proxy(a["proxy"])
         expect = dict(a.get("expect") or {"timeout": False})
         ttl = a.get("ttl_ms") or 10_000
         try:
@@ -160,7 +171,7 @@ class ScenarioRunner:
             await self._call_once(a)
 
     async def _step_one_way(self, a: Mapping[str, Any]) -> None:
-        proxy = self.proxies[a["proxy"]]
+        proxy = self._proxy(a["proxy"])
         proxy.one_way(a["method"], *(a.get("args") or ()), ttl_ms=a.get("ttl_ms") or 10_000)
 
     async def _step_crash(self, a): await self._runtime(a["runtime"]).crash()
@@ -188,7 +199,7 @@ class ScenarioRunner:
             raise StepFailed(f"the link of {a['runtime']} to its cluster controller has no fault to heal")
 
     async def _step_start_calls(self, a: Mapping[str, Any]) -> None:
-        self.calls[a["name"]] = await background.start(self.proxies[a["proxy"]], a)
+        self.calls[a["name"]] = await background.start(self._proxy(a["proxy"]), a)
 
     async def _step_await_calls(self, a: Mapping[str, Any]) -> None:
         batch = self.calls[a["name"]]
