@@ -209,6 +209,11 @@ def test_lost_message_is_excused_only_while_in_flight(spark, tmp_path):
     life_start(ok)
     t = wire(ok, "q1", CC, 10, corr="c1", exp=10_000)
     wire(ok, "r1", BACK, t, type_="rp", corr="c1", exp=10_000)
+    # published while the broker was down: the broker that came back had no subscriber yet
+    ok.add("runner", "life.crash", 170, target="broker-g1", target_kind="broker", gbid="g1")
+    ok.msg("cc-1", "msg.out", 175, "o7", "o", hops=2, via="mqtt", gbid="g1", target="g1/cc-2", exp=10_000)
+    ok.add("runner", "life.restart", 180, target="broker-g1", target_kind="broker", gbid="g1")
+    wire(ok, "o8", [("cc-1", "mqtt"), ("cc-2", "ws")], 185, type_="o", start_hops=2)  # so no later end is owed
     # in flight when the run ended: cc-2, its receiver, stopped before it expired
     ok.msg("lib-1", "msg.out", 288, "q2", corr="c2", hops=1, via="ws", target="ws://cc-1", exp=10_000)
     ok.msg("cc-1", "msg.in", 289, "q2", corr="c2", hops=1, via="ws", exp=10_000)

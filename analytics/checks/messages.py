@@ -150,7 +150,11 @@ def excused(suspects: DataFrame, keys: list[str], ends_: DataFrame) -> DataFrame
     message on the same way arrived (then this one was no longer in flight). The stops
     that end every run are ends like any other: they explain only what was in flight. A
     runtime named as ``who`` that was down when the message was last seen (ended before,
-    not started again yet) explains it too: it went to a receiver that was not there.
+    not started again yet) explains it too: it went to a receiver that was not there. So
+    does the broker of a hop's GBID that was down when the hop was sent: the sender's
+    client holds the publish until the broker is back, and the broker that comes back has
+    lost its sessions and subscriptions (amqtt keeps none), so the publish can find no
+    subscriber yet.
     """
     anyone = F.col("who").isNull() & F.col("who_gbid").isNull()
     match = (
@@ -163,8 +167,10 @@ def excused(suspects: DataFrame, keys: list[str], ends_: DataFrame) -> DataFrame
         & (F.col("end_ts") <= F.coalesce(F.col("exp"), F.lit(NEVER)))
         & (F.col("end_ts") < F.coalesce(F.col("until"), F.lit(NEVER)))
     )
+    named = (F.col("who").isNotNull() & (F.col("who") == F.col("end_who"))) | (
+        (F.col("end_kind") == "broker") & (F.col("end_gbid") == F.col("who_gbid")))
     down_then = (
-        F.col("who").isNotNull() & (F.col("who") == F.col("end_who"))
+        named
         & (F.col("end_ts") < F.col("from_ts"))
         & (F.col("from_ts") < F.coalesce(F.col("up_ts"), F.lit(NEVER)))
     )

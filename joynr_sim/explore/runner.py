@@ -75,6 +75,7 @@ class Checker:
     def __init__(self, scratch: Path) -> None:
         from analytics.session import start
 
+        scratch.mkdir(parents=True, exist_ok=True)
         self._scratch = scratch
         self._handle = start(work_dir=scratch)
         self._n = 0
@@ -141,6 +142,7 @@ class Explorer:
     def explore(self, *, runs: int | None = None, budget_s: float | None = None) -> Summary:
         rng = random.Random(self.seed)
         started = time.monotonic()
+        self.out.mkdir(parents=True, exist_ok=True, mode=0o700)
         self._write_summary()  # marks the folder as explore's from the start
         index = 0
         while (runs is None or index < runs) and (budget_s is None or time.monotonic() - started < budget_s):

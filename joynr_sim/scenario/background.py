@@ -1,8 +1,9 @@
 """Calls that run in the background while later steps happen (``start_calls``), and what
 must hold when they are awaited (``await_calls``): every call answered, or each one left
-unanswered accounted for by the trace: a ``msg.drop`` of its request or reply, or a hop of
+unanswered accounted for by the trace: a ``msg.drop`` of its request or reply, a hop of
 either to the broker of a GBID that was killed (``life.crash``) and not yet started again
-when the hop was sent, so the message died with the broker.
+when the hop was sent, so the message died with the broker, or a hop to a libjoynr
+runtime's connection that the runtime's crash cut before it read the message.
 
 A call that timed out names its request's message id in the timeout; the trace's
 ``msg.out`` of that id gives the correlation id, which its reply carries too.
@@ -137,7 +138,19 @@ def _drop_recorded(message_id: str | None, events: list[dict[str, Any]]) -> bool
     if any(e["ev"] == "msg.drop" and ours(e) for e in events):
         return True
     hops = [(e["ts"], e.get("gbid")) for e in events if e["ev"] == "msg.out" and e.get("via") == "mqtt" and ours(e)]
-    return any(_broker_down(gbid, ts, events) for ts, gbid in hops)
+    if any(_broker_down(gbid, ts, events) for ts, gbid in hops):
+        return True
+    # Handed to a libjoynr runtime's connection that its crash (SIGKILL) cut before it read it.
+    to_clients = [e for e in events if e["ev"] == "msg.out" and e.get("addr_type") == "WebSocketClient" and ours(e)]
+    return any(_died_with(e, events, ours) for e in to_clients)
+
+
+def _died_with(hop: dict[str, Any], events: list[dict[str, Any]], ours) -> bool:
+    """Whether the runtime a hop went to crashed at or after the hop without receiving it."""
+    receiver, ts = hop.get("target"), hop["ts"]
+    if any(e["ev"] == "msg.in" and e["rt"] == receiver and e["ts"] >= ts and ours(e) for e in events):
+        return False
+    return any(e["ev"] == "life.crash" and e.get("target") == receiver and e["ts"] >= ts for e in events)
 
 
 def _broker_down(gbid: str | None, ts: int, events: list[dict[str, Any]]) -> bool:
