@@ -160,3 +160,19 @@ def test_expiry_exact_never_or_a_window():
         f"expires in 5000 ms (at {now + 5000}), expected later than 5000 ms from now"]
     assert _expiry_problems(now + 7, {"at_ms": now + 7}, now) == []
     assert _expiry_problems(FOREVER_MS, {"at_ms": now}, now) == [f"expires never, expected at {now}"]
+
+
+def test_a_publish_before_the_receiver_subscribed_again_died_with_the_broker(tmp_path):
+    run = write_trace(tmp_path / "run", [
+        {"ts": 1, "rt": "cc1", "ev": "link.attach", "gbid": "gbid1", "client_id": "cc1"},
+        {"ts": 20, "rt": "brokers", "ev": "life.crash", "gbid": "gbid1"},
+        {"ts": 30, "rt": "brokers", "ev": "life.restart", "gbid": "gbid1"},
+        {"ts": 31, "rt": "cc2", "ev": "msg.out", "msg": "m4", "corr": "c4", "via": "mqtt", "gbid": "gbid1",
+         "target": "gbid1/cc1"},
+        {"ts": 40, "rt": "cc1", "ev": "msg.in", "msg": "x", "via": "mqtt", "gbid": "gbid1"},
+        {"ts": 45, "rt": "cc2", "ev": "msg.out", "msg": "m5", "corr": "c5", "via": "mqtt", "gbid": "gbid1",
+         "target": "gbid1/cc1"},
+    ])
+    recorded = {**ARGS, "drops": "recorded"}
+    assert problems([CallOutcome(0, error="timeout", message_id="m4")], recorded, run) == []
+    assert problems([CallOutcome(1, error="timeout", message_id="m5")], recorded, run)  # cc1 heard again first

@@ -2,7 +2,8 @@
 must hold when they are awaited (``await_calls``): every call answered, or each one left
 unanswered accounted for by the trace: a ``msg.drop`` of its request or reply, a hop of
 either to the broker of a GBID that was killed (``life.crash``) and not yet started again
-when the hop was sent, so the message died with the broker, or a hop to a libjoynr
+when the hop was sent, so the message died with the broker, or sent after it came back
+but before its receiver had subscribed again, or a hop to a libjoynr
 runtime's connection that the runtime's crash cut before it read the message.
 
 A call that timed out names its request's message id in the timeout; the trace's
@@ -137,8 +138,8 @@ def _drop_recorded(message_id: str | None, events: list[dict[str, Any]]) -> bool
 
     if any(e["ev"] == "msg.drop" and ours(e) for e in events):
         return True
-    hops = [(e["ts"], e.get("gbid")) for e in events if e["ev"] == "msg.out" and e.get("via") == "mqtt" and ours(e)]
-    if any(_broker_down(gbid, ts, events) for ts, gbid in hops):
+    hops = [e for e in events if e["ev"] == "msg.out" and e.get("via") == "mqtt" and ours(e)]
+    if any(_broker_down(e.get("gbid"), e["ts"], events) or _not_resubscribed(e, events) for e in hops):
         return True
     # Handed to a libjoynr runtime's connection that its crash (SIGKILL) cut before it read it.
     to_clients = [e for e in events if e["ev"] == "msg.out" and e.get("addr_type") == "WebSocketClient" and ours(e)]
@@ -151,6 +152,28 @@ def _died_with(hop: dict[str, Any], events: list[dict[str, Any]], ours) -> bool:
     if any(e["ev"] == "msg.in" and e["rt"] == receiver and e["ts"] >= ts and ours(e) for e in events):
         return False
     return any(e["ev"] == "life.crash" and e.get("target") == receiver and e["ts"] >= ts for e in events)
+
+
+def _not_resubscribed(hop: dict[str, Any], events: list[dict[str, Any]]) -> bool:
+    """Whether a hop went to a broker that had come back from a crash before its receiver
+    had subscribed again: a broker that comes back keeps no sessions (amqtt), so until the
+    receiver's subscription is back a publish reaches nobody. The receiver is the runtime
+    whose client id is the hop's topic; its subscription is back, at the latest, when it
+    first received something over that GBID after the restart."""
+    gbid, ts = hop.get("gbid"), hop["ts"]
+    topic = str(hop.get("target") or "").partition("/")[2]
+    kinds = ("life.crash", "life.start", "life.restart")
+    life = [(e["ts"], e["ev"]) for e in events if e["rt"] == "brokers" and e.get("gbid") == gbid and e["ev"] in kinds]
+    restarts = [t for n, (t, ev) in enumerate(life)
+                if ev != "life.crash" and t <= ts and n > 0 and life[n - 1][1] == "life.crash"]
+    if not restarts or not topic:
+        return False
+    back = restarts[-1]
+    receivers = {e["rt"] for e in events if e["ev"] == "link.attach" and e.get("gbid") == gbid
+                 and e.get("client_id") == topic}
+    heard = [e["ts"] for e in events if e["ev"] == "msg.in" and e.get("via") == "mqtt" and e.get("gbid") == gbid
+             and e["rt"] in receivers and e["ts"] >= back]
+    return bool(receivers) and (not heard or min(heard) > ts)
 
 
 def _broker_down(gbid: str | None, ts: int, events: list[dict[str, Any]]) -> bool:
