@@ -93,6 +93,12 @@ class _Broker:
         return self.process is not None and self.process.returncode is None
 
 
+# Ports handed to brokers of this process that are not stopped yet: runs side by side (the
+# policy matrix's --jobs) must not pick one another's port between its choice and its bind,
+# or a broker's readiness probe meets the other run's broker and is refused.
+_PICKED: set[int] = set()
+
+
 def _free_ports(count: int, exclude: set[int]) -> list[int]:
     """Ports the kernel hands out for loopback now; sockets stay open until all are chosen."""
     socks: list[socket.socket] = []
@@ -103,11 +109,12 @@ def _free_ports(count: int, exclude: set[int]) -> list[int]:
             socks.append(s)
             s.bind((HOST, 0))
             port = s.getsockname()[1]
-            if port not in exclude:
+            if port not in exclude and port not in _PICKED:
                 ports.append(port)
     finally:
         for s in socks:
             s.close()
+    _PICKED.update(ports)
     return ports
 
 
@@ -277,6 +284,7 @@ class BrokerSet:
         if self._kind == EXTERNAL:
             return
         await asyncio.gather(*(self._stop(b) for b in self._brokers.values()))
+        _PICKED.difference_update(b.port for b in self._brokers.values() if b.port is not None)
 
     async def start_broker(self, gbid: str) -> None:
         """Start one broker that is not running; it keeps its port if it had one."""

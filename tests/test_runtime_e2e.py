@@ -192,7 +192,8 @@ async def test_a_restarted_runtime_never_sends_its_cluster_controllers_messages_
         assert await proxy.call("echo", "first", ttl_ms=10_000) == "first"
         await app.crash()
         await app.start()
-        call = asyncio.ensure_future(proxy.call("echo", "again", ttl_ms=3_000))
+        # long enough for 32 hops to and fro on a loaded machine before it expires
+        call = asyncio.ensure_future(proxy.call("echo", "again", ttl_ms=10_000))
         await until(lambda: any(e["to"] == "p" for e in events(tmp_path, "msg.in", rt="app", type="rq")[1:]))
         if unfixed:  # the request passes to and fro until the hop limit ends it
             await until(lambda: events(tmp_path, "msg.drop", reason="hop-limit"))
