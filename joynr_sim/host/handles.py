@@ -20,11 +20,11 @@ from pathlib import Path
 from typing import Any
 
 from ..clock import SimClock
-from ..core.address import Address, MqttAddress, WebSocketAddress, WebSocketClientAddress, to_dict
+from ..core.address import Address, WebSocketAddress, WebSocketClientAddress, to_dict
 from ..core.discovery import DiscoveryScope
 from ..core.routing import Origin, PutResult, RoutingEntry
 from ..runtime.base import DEFAULT_TTL_MS
-from ..runtime.cluster_controller import ClusterController, routing_provider_participant_id
+from ..runtime.cluster_controller import CcAddresses, ClusterController, routing_provider_participant_id
 from ..runtime.libjoynr import LibjoynrRuntime
 from ..runtime.mqtt_endpoint import BrokerDirectory
 from ..runtime.participants import INTERFACES, ProviderSkeleton
@@ -281,7 +281,7 @@ class RemoteConnection:
         self.connected = _Connected(cc, gbid)
 
 
-class RemoteClusterController(RemoteRuntime):
+class RemoteClusterController(CcAddresses, RemoteRuntime):
     kind = ClusterController.kind
 
     def __init__(
@@ -299,17 +299,6 @@ class RemoteClusterController(RemoteRuntime):
         self.ws_port = 0
         self._ws_tokens: dict[str, str] = {}
         super().__init__(runtime_id or cc_id, **kwargs)
-
-    @property
-    def default_gbid(self) -> str:
-        return self.gbids[0]
-
-    def global_address(self, gbid: str | None = None) -> MqttAddress:
-        return MqttAddress(gbid or self.default_gbid, self.topic)
-
-    @property
-    def ws_address(self) -> WebSocketAddress:
-        return WebSocketAddress("WS", "127.0.0.1", self.ws_port, "/")
 
     def admit(self, runtime_id: str) -> str:
         """Provision a libjoynr runtime: its token, kept here so every process is given it."""

@@ -72,7 +72,27 @@ class RoutingProvider:
         return participantId in self._routes.table
 
 
-class ClusterController(Runtime):
+class CcAddresses:
+    """Where a cluster controller is reached: the same whether it runs in this process or
+    in a host process (``joynr_sim.host.handles.RemoteClusterController``)."""
+
+    gbids: list[str]
+    topic: str
+    ws_port: int
+
+    @property
+    def default_gbid(self) -> str:
+        return self.gbids[0]
+
+    def global_address(self, gbid: str | None = None) -> MqttAddress:
+        return MqttAddress(gbid or self.default_gbid, self.topic)
+
+    @property
+    def ws_address(self) -> WebSocketAddress:
+        return WebSocketAddress("WS", "127.0.0.1", self.ws_port, "/")
+
+
+class ClusterController(CcAddresses, Runtime):
     kind = "cluster-controller"
 
     def __init__(
@@ -147,17 +167,6 @@ class ClusterController(Runtime):
     @property
     def link_registry(self) -> LinkRegistry:
         return self.endpoint.link_registry
-
-    @property
-    def default_gbid(self) -> str:
-        return self.gbids[0]
-
-    def global_address(self, gbid: str | None = None) -> MqttAddress:
-        return MqttAddress(gbid or self.default_gbid, self.topic)
-
-    @property
-    def ws_address(self) -> WebSocketAddress:
-        return WebSocketAddress("WS", "127.0.0.1", self.ws_port, "/")
 
     def admit(self, runtime_id: str) -> str:
         """Provision a libjoynr runtime: the token its WebSocket handshake must carry."""
