@@ -34,13 +34,12 @@ test-fast: setup
 	$(PY) -m pytest -q -m "not e2e and not spark and not postgres"
 
 # The scenario library on the embedded amqtt brokers, the Spark checks of its traces, then
-# the HTML report (its index is printed; the checks of the whole library want a 4 GiB heap);
-# the report is written also when a step or a check
+# the HTML report (its index is printed); the report is written also when a step or a check
 # failed, and the target fails after it.
 demo: setup
 	rm -rf runs/demo
 	$(VENV)/bin/joynr-sim run scenarios/ --out runs/demo; run=$$?; \
-	$(VENV)/bin/joynr-sim check runs/demo --driver-memory 4g; check=$$?; \
+	$(VENV)/bin/joynr-sim check runs/demo; check=$$?; \
 	$(VENV)/bin/joynr-sim report runs/demo && [ $$run -eq 0 ] && [ $$check -eq 0 ]
 
 # Every benchmark; bench/results/ gets the JSON. bench-quick: smaller sizes (the Spark

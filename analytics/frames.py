@@ -15,6 +15,7 @@ import re
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+INLINE_LIMIT = 64 * 1024  # characters of JSON a table's plan may carry as a literal
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _TYPE = re.compile(r"[A-Za-z][A-Za-z0-9_<>:, ()]*")
 
@@ -54,4 +55,10 @@ def rows_frame(spark: SparkSession, rows: list[tuple], schema: str) -> DataFrame
     names = [name for name, _ in fields]
     text = json.dumps([dict(zip(names, row)) for row in rows])
     struct = "array<struct<" + ", ".join(f"`{name}`: {type_}" for name, type_ in fields) + ">>"
-    return spark.range(1).select(F.inline(F.from_json(F.lit(text), struct)))
+    frame = spark.range(1).select(F.inline(F.from_json(F.lit(text), struct)))
+    if len(text) > INLINE_LIMIT:
+        # A literal this big is copied into every plan and stage that uses the table: the
+        # overwrite rule table (about 4,000 rows) unioned with the other checks ran the
+        # driver out of its 1 GiB heap. Computed once, the plans hold a reference instead.
+        frame = frame.localCheckpoint()
+    return frame

@@ -134,9 +134,6 @@ def spark():
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.sql.session.timeZone", "UTC")
-        # The whole suite shares this JVM: a heap of 1 GiB (the default) ran out in the
-        # library check after some hundred earlier queries.
-        .config("spark.driver.memory", "2g")
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("ERROR")
