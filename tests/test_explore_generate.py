@@ -83,3 +83,79 @@ def test_dropping_a_step_drops_the_steps_that_named_what_it_made() -> None:
            "steps": [{"proxy": {"runtime": "cc1", "name": "px1", "domain": "d", "interface": "joynrsim/Echo"}},
                      {"call": {"proxy": "px1", "method": "echo"}}, {"advance": 5}]}
     assert consistent({**doc, "steps": doc["steps"][1:]})["steps"] == [{"advance": 5}]
+
+
+@settings(max_examples=100, deadline=None)
+@given(scenarios())
+def test_a_generated_schedule_already_fits_so_consistent_keeps_every_step(doc) -> None:
+    assert consistent(doc) == doc
+
+
+def _topology(*steps: dict) -> dict:
+    return {"name": "s", "reproduces": {"seed": "explore", "scenario": "x"}, "backends": ["gbid1", "gbid2"],
+            "runtimes": [{"kind": "cluster-controller", "id": "cc1"}, {"kind": "cluster-controller", "id": "cc2"},
+                         {"kind": "libjoynr", "id": "app1a", "cc": "cc1"}],
+            "steps": list(steps)}
+
+
+def _reg(runtime: str, name: str, **more) -> dict:
+    return {"register": {"runtime": runtime, "provider": name, "domain": "dom", "interface": "joynrsim/Echo",
+                         **more}}
+
+
+def test_steps_that_no_longer_fit_the_runtimes_states_go() -> None:
+    doc = _topology({"crash": "cc1"}, {"start": "cc1"}, _reg("app1a", "p1"), {"crash_broker": "gbid1"},
+                    {"restart_broker": "gbid1"})
+    # without the crash, cc1 runs: its start goes; without the broker's crash, its restart goes
+    assert consistent({**doc, "steps": [doc["steps"][n] for n in (1, 2, 4)]})["steps"] == [_reg("app1a", "p1")]
+    # while cc1 is down, nothing registers in the libjoynr runtime behind it
+    assert consistent({**doc, "steps": [doc["steps"][0], doc["steps"][2]]})["steps"] == [{"crash": "cc1"}]
+    # a call on a proxy built before its runtime restarted does not fit either
+    px = {"proxy": {"runtime": "cc2", "name": "px", "domain": "dom", "interface": "joynrsim/Echo"}}
+    call = {"call": {"proxy": "px", "method": "echo", "args": ["a"]}}
+    assert consistent(_topology(px, {"restart": "cc2"}, call, {"advance": 5}))["steps"] == [
+        px, {"restart": "cc2"}, {"advance": 5}]
+
+
+def _overwrite(doc: dict) -> bool:
+    """A stand-in for last-writer-wins judged by the overwrite check: one fixed id registered
+    in two runtimes."""
+    holders: dict[str, set] = {}
+    for s in doc["steps"]:
+        if "register" in s and "participant_id" in s["register"]:
+            holders.setdefault(s["register"]["participant_id"], set()).add(s["register"]["runtime"])
+    return any(len(h) > 1 for h in holders.values())
+
+
+def test_a_failing_schedule_loses_waits_unused_runtimes_and_backends_and_no_candidate_runs_twice() -> None:
+    gen = Generator(min_steps=20, max_steps=24)
+    doc = next(d for d in (gen.scenario(random.Random(s), "s") for s in range(2000))
+               if _overwrite(d) and len(d["backends"]) == 3 and len(d["runtimes"]) >= 5
+               and any("advance" in s for s in d["steps"]))
+    tried: list[str] = []
+
+    def still_fails(candidate: dict) -> bool:
+        tried.append(yaml.safe_dump(candidate))
+        return loads(candidate) and _overwrite(candidate)
+
+    small, stats = shrink(doc, still_fails, max_tries=100)
+    assert len(small["steps"]) == 2 and _overwrite(small), small["steps"]
+    named = {s["register"]["runtime"] for s in small["steps"]}
+    ccs = {r.get("cc", r["id"]) for r in doc["runtimes"] if r["id"] in named}
+    assert {r["id"] for r in small["runtimes"]} == named | ccs  # the holders and their controllers
+    assert len(small["backends"]) == 1
+    assert len(tried) == len(set(tried)) == stats.tried <= 100
+
+
+def test_pairs_go_when_neither_step_alone_may() -> None:
+    """Two registrations that only together make a difference: each alone keeps the failure
+    away, so only a pair removal finds the smaller schedule."""
+    doc = _topology(_reg("cc1", "p1", participant_id="f"), _reg("cc2", "p2"), _reg("cc2", "p3", participant_id="f"),
+                    _reg("cc1", "p4"))
+
+    def still_fails(candidate: dict) -> bool:
+        generated = sum("participant_id" not in s["register"] for s in candidate["steps"])
+        return _overwrite(candidate) and generated != 1
+
+    small, _ = shrink(doc, still_fails, max_tries=60)
+    assert [s["register"]["provider"] for s in small["steps"]] == ["p1", "p3"]
