@@ -12,7 +12,7 @@ import yaml
 
 from joynr_sim.cli import main
 from joynr_sim.explore.generate import Generator, StepKind
-from joynr_sim.explore.runner import Explorer, judge
+from joynr_sim.explore.runner import Explorer, Judgement, judge
 from joynr_sim.scenario.loader import parse_scenario
 from joynr_sim.scenario.runner import RunResult, StepOutcome
 
@@ -66,6 +66,64 @@ def test_an_out_folder_of_someone_else_is_refused_and_left_alone(tmp_path, capsy
     assert [p.name for p in mine.iterdir()] == ["thesis.tex"]
 
 
+# -- the exploration loop, with a stand-in for runs and checks ---------------------------
+
+
+class _Broken(Explorer):
+    """Runs nothing: a schedule 'fails' as last-writer-wins does under the overwrite check
+    when one fixed participant id is registered in two runtimes; under precedence it holds."""
+
+    def __init__(self, out: Path, seed: int, **kw) -> None:
+        super().__init__(out, policy="last-writer-wins", broker="amqtt", seed=seed, checker=None, **kw)
+        self.docs: list[dict] = []
+        self.asked: list = []
+
+    def run_doc(self, doc, where, *, policy=None, checks=None, keep_going=True):
+        self.docs.append(doc)
+        self.asked.append(checks)
+        parse_scenario(yaml.safe_dump(doc, sort_keys=False))  # every run is a loadable scenario
+        holders: dict[str, set] = {}
+        for step in doc["steps"]:
+            if "register" in step and "participant_id" in step["register"]:
+                holders.setdefault(step["register"]["participant_id"], set()).add(step["register"]["runtime"])
+        broken = policy != "precedence" and any(len(h) > 1 for h in holders.values())
+        where.mkdir(parents=True, exist_ok=True)
+        run_dir = where / f"{doc['name']}-{len(self.docs)}"
+        run_dir.mkdir()
+        result = _result(outcome="passed", run_dir=str(run_dir))
+        sig = {("overwrite-violation", "should-refuse:precedence")} if broken else set()
+        return result, Judgement(sig, ["overwrite-violation/should-refuse:precedence: cc1 took it"] if broken else [])
+
+
+def test_the_same_seed_runs_the_same_schedules_and_another_seed_others(tmp_path) -> None:
+    runs = []
+    for n, seed in enumerate((5, 5, 6)):
+        explorer = _Broken(tmp_path / str(n), seed, shrink_tries=0)
+        explorer.explore(runs=4)
+        runs.append([d for d in explorer.docs if d["name"].startswith("explore-") and d["name"][-1].isdigit()][:4])
+    assert runs[0] == runs[1] and len(runs[0]) == 4
+    assert [d["steps"] for d in runs[0]] != [d["steps"] for d in runs[2]]
+
+
+def test_a_broken_policy_is_found_shrunk_to_a_few_steps_and_written_as_a_guard(tmp_path) -> None:
+    explorer = _Broken(tmp_path / "out", 1, shrink_tries=100)
+    summary = explorer.explore(runs=30)
+    assert summary.first_finding_s is not None
+    (finding,) = summary.findings
+    assert finding.signature == ("overwrite-violation", "should-refuse:precedence")
+    assert finding.steps_after == 2 < finding.steps_before and finding.shrink_runs <= 100
+    assert (finding.replayed, finding.reference) == ("fails", "held")
+    text = Path(finding.scenario_file).read_text()
+    scenario = parse_scenario(text)
+    assert scenario.policy == "precedence" and scenario.guards == ("last-writer-wins",)
+    assert f"# Replay: joynr-sim run {finding.scenario_file} --policy last-writer-wins --check" in text
+    # the shrink asked only the check whose violation it keeps; the finding's own run asked every check
+    shrinking = explorer.asked[finding.run_index + 1:finding.run_index + 1 + finding.shrink_runs]
+    assert shrinking and all(c == ["overwrite-violation"] for c in shrinking)
+    data = json.loads((tmp_path / "out" / "explore.json").read_text())
+    assert data["findings"][0]["steps_after"] == 2 and data["first_finding_s"] is not None
+
+
 # -- on real brokers, judged by Spark -------------------------------------------------------
 
 
@@ -87,9 +145,9 @@ class _Checker:
         self.inner = spark_checker
         self.calls = 0
 
-    def violations(self, run_dir: Path):
+    def violations(self, run_dir: Path, names=None):
         self.calls += 1
-        return self.inner.violations(run_dir)
+        return self.inner.violations(run_dir, names)
 
 
 @pytest.mark.e2e

@@ -22,6 +22,7 @@ from ..core.policies import POLICIES
 _BUDGET = re.compile(r"^(\d{1,6})(s|m|h)?$")
 _UNIT_S = {"s": 1, "m": 60, "h": 3600, None: 1}
 MARKER = "explore.json"
+SHRINK_TRIES = 100
 
 
 def budget_seconds(text: str) -> int:
@@ -42,7 +43,8 @@ def add_parser(sub) -> None:
     limit.add_argument("--runs", type=int, help="number of schedules to run")
     p.add_argument("--seed", type=int, default=1, help="the same seed gives the same schedules (default: 1)")
     p.add_argument("--out", type=Path, default=Path("explore"), help="output folder (default: explore/)")
-    p.add_argument("--shrink-tries", type=int, default=40, help="runs spent shrinking each failure (default: 40)")
+    p.add_argument("--shrink-tries", type=int, default=SHRINK_TRIES,
+                   help=f"runs spent shrinking each failure (default: {SHRINK_TRIES})")
     p.set_defaults(func=cmd_explore)
 
 
@@ -87,10 +89,11 @@ def cmd_explore(args: argparse.Namespace, console: Console) -> int:
         def progress(kind: str, info: dict) -> None:
             if kind == "run":
                 failures = ", ".join(info["failures"]) or "clean"
-                console.print(f"run {info['index']:>4}: {escape(failures)}", highlight=False)
+                console.print(f"run {info['index']:>4} ({info['seconds']:.0f} s): {escape(failures)}",
+                              highlight=False)
             else:
-                console.print(f"      shrinking {escape(info['signature'])}: try {info['try']}, "
-                              f"{info['steps']} steps", highlight=False)
+                console.print(f"      shrinking {escape(info['signature'])}: try {info['try']} still fails "
+                              f"with {info['steps']} steps", highlight=False)
 
         explorer = Explorer(args.out, policy=args.policy, broker=args.broker, seed=args.seed, checker=checker,
                             shrink_tries=args.shrink_tries, on_event=progress)
@@ -98,13 +101,16 @@ def cmd_explore(args: argparse.Namespace, console: Console) -> int:
             summary = explorer.explore(runs=args.runs, budget_s=budget)
         finally:
             checker.close()
+    first = "" if summary.first_finding_s is None else f", first failure after {summary.first_finding_s:.0f} s"
     table = Table(title=f"explore --seed {summary.seed} --policy {summary.policy}: {summary.runs} runs, "
-                        f"{summary.seconds:.0f} s")
-    for col in ("failure", "runs", "steps", "scenario"):
+                        f"{summary.seconds:.0f} s{first}")
+    for col in ("failure", "runs", "found at", "steps", "shrink", "replayed", "precedence", "scenario"):
         table.add_column(col, overflow="fold")
     for f in summary.findings:
-        table.add_row("/".join(f.signature), str(summary.seen.get("/".join(f.signature), 0)),
-                      f"{f.steps_before} -> {f.steps_after}", f.scenario_file)
+        table.add_row(escape("/".join(f.signature)), str(summary.seen.get("/".join(f.signature), 0)),
+                      f"run {f.run_index}, {f.found_after_s:.0f} s", f"{f.steps_before} -> {f.steps_after}",
+                      f"{f.shrink_runs} runs, {f.shrink_seconds:.0f} s", f.replayed,
+                      escape(f.reference.split(":")[0] or "-"), escape(f.scenario_file))
     console.print(table)
     console.print(f"{args.out / MARKER}", highlight=False)
     return 1 if summary.findings else 0

@@ -31,10 +31,11 @@ from typing import Any
 
 import yaml
 
+from ..core.policies import DEFAULT_POLICY
 from ..scenario.loader import parse_scenario
 from ..scenario.runner import RunResult, run_scenario
 from .generate import Generator
-from .shrink import shrink
+from .shrink import ShrinkStats, shrink
 
 Signature = tuple[str, str]
 
@@ -50,12 +51,16 @@ class Finding:
     signature: Signature
     seed: int
     run_index: int
+    found_after_s: float  # from the start of the exploration to the end of the run that showed it
     steps_before: int
     steps_after: int
     scenario_file: str
     run_dir: str
     details: list[str]
     shrink_runs: int
+    shrink_seconds: float
+    replayed: str  # the minimal scenario run again: "fails" (the same way) or "held" (timing)
+    reference: str  # the same under precedence: "held", "failed: ..." or "" (explored precedence)
 
 
 @dataclass
@@ -65,6 +70,7 @@ class Summary:
     broker: str
     runs: int = 0
     seconds: float = 0.0
+    first_finding_s: float | None = None  # when the first failure was seen
     findings: list[Finding] = field(default_factory=list)
     seen: dict[str, int] = field(default_factory=dict)  # signature -> runs that showed it
 
@@ -80,8 +86,9 @@ class Checker:
         self._handle = start(work_dir=scratch)
         self._n = 0
 
-    def violations(self, run_dir: Path) -> list[tuple[str, str, str]]:
-        """(check, kind, summary) of every violation in one run."""
+    def violations(self, run_dir: Path, names: list[str] | None = None) -> list[tuple[str, str, str]]:
+        """(check, kind, summary) of every violation in one run, by every check or by those
+        ``names`` (a shrink asks only the check whose violation it keeps)."""
         from analytics.inputs import find_runs
         from analytics.runner import check_runs
 
@@ -89,7 +96,7 @@ class Checker:
         stage = self._scratch / f"stage-{self._n}"
         stage.mkdir()
         try:
-            outcome = check_runs(self._handle.spark, find_runs([str(run_dir)]), stage, max_details=20)
+            outcome = check_runs(self._handle.spark, find_runs([str(run_dir)]), stage, names, max_details=20)
         finally:
             shutil.rmtree(stage, ignore_errors=True)  # made here, a few lines above
         return [(r.name, v.kind, " ".join(v.summary.split())) for r in outcome.results for v in r.violations]
@@ -132,11 +139,15 @@ class Explorer:
         self.summary = Summary(seed, policy, broker)
         self._scratch = out / "runs"
 
-    def run_doc(self, doc: dict[str, Any], where: Path) -> tuple[RunResult, Judgement]:
+    def run_doc(self, doc: dict[str, Any], where: Path, *, policy: str | None = None,
+                checks: list[str] | None = None, keep_going: bool = True) -> tuple[RunResult, Judgement]:
+        """Run one scenario and judge it; ``checks`` the Spark checks to ask (None: all; a
+        shrink of a step error asks none)."""
         scenario = parse_scenario(yaml.safe_dump(doc, sort_keys=False), f"<{doc['name']}>")
-        result = asyncio.run(run_scenario(scenario, where, policy=self.policy, broker=self.broker,
-                                          seed=self.seed, keep_going=True))
-        found = self.checker.violations(Path(result.run_dir)) if result.outcome != "error" else []
+        result = asyncio.run(run_scenario(scenario, where, policy=policy or self.policy, broker=self.broker,
+                                          seed=self.seed, keep_going=keep_going))
+        asked = result.outcome != "error" and checks != []
+        found = self.checker.violations(Path(result.run_dir), checks) if asked else []
         return result, judge(result, found)
 
     def explore(self, *, runs: int | None = None, budget_s: float | None = None) -> Summary:
@@ -150,47 +161,86 @@ class Explorer:
                                           self.policy)
             result, verdict = self.run_doc(doc, self._scratch)
             self.summary.runs += 1
+            at = time.monotonic() - started
+            if verdict.signatures and self.summary.first_finding_s is None:
+                self.summary.first_finding_s = at
             new = sorted(s for s in verdict.signatures if "/".join(s) not in self.summary.seen)
             for sig in verdict.signatures:
                 self.summary.seen["/".join(sig)] = self.summary.seen.get("/".join(sig), 0) + 1
-            self.on_event("run", {"index": index, "failures": sorted("/".join(s) for s in verdict.signatures)})
+            self.on_event("run", {"index": index, "seconds": at,
+                                  "failures": sorted("/".join(s) for s in verdict.signatures)})
             for sig in new:
-                self.summary.findings.append(self._shrink(doc, sig, index))
+                self.summary.findings.append(self._shrink(doc, sig, index, at))
+                self._write_summary()
             shutil.rmtree(result.run_dir, ignore_errors=True)  # a run directory this loop wrote
             index += 1
         self.summary.seconds = time.monotonic() - started
         self._write_summary()
         return self.summary
 
-    def _shrink(self, doc: dict[str, Any], sig: Signature, index: int) -> Finding:
+    def _shrink(self, doc: dict[str, Any], sig: Signature, index: int, found_after_s: float) -> Finding:
         label = re.sub(r"[^a-z0-9]+", "-", "-".join(sig).lower()).strip("-")[:40]
-        tries = 0
+        # Only the check whose violation is kept is asked; a step or run error needs none.
+        checks = [sig[0]] if sig[0] not in ("step-error", "run-error") else []
+        began = time.monotonic()
 
         def still_fails(candidate: dict[str, Any]) -> bool:
-            nonlocal tries
-            tries += 1
             with tempfile.TemporaryDirectory(dir=self.out) as tmp:
-                _, verdict = self.run_doc(candidate, Path(tmp))
-            self.on_event("shrink", {"signature": "/".join(sig), "steps": len(candidate["steps"]), "try": tries})
+                _, verdict = self.run_doc(candidate, Path(tmp), checks=checks)
             return sig in verdict.signatures
 
-        small, _ = shrink(doc, still_fails, max_tries=self.shrink_tries)
-        small = {**small, "name": f"explore-{self.seed}-{label}"}
+        def progress(stats: ShrinkStats, best: dict[str, Any]) -> None:
+            self.on_event("shrink", {"signature": "/".join(sig), "steps": len(best["steps"]), "try": stats.tried})
+
+        small, stats = shrink(doc, still_fails, max_tries=self.shrink_tries, progress=progress)
         found_dir = self.out / "findings"
         found_dir.mkdir(exist_ok=True)
-        result, verdict = self.run_doc(small, found_dir)  # the minimal run, kept with its report
+        name = f"explore-{self.seed}-{label}"
+        # The minimal run, kept with its report: as the shrink ran it, with every check.
+        result, verdict = self.run_doc({**small, "name": name}, found_dir)
         (Path(result.run_dir) / "checker.txt").write_text("\n".join(verdict.details) + "\n")
-        path = found_dir / f"{small['name']}.yaml"
-        held = "still fails" if sig in verdict.signatures else "did not fail again when replayed (timing)"
-        header = (
-            f"# Found by: joynr-sim explore --seed {self.seed} --policy {self.policy} --broker {self.broker}\n"
-            f"# What breaks: {'/'.join(sig)} (run {index}; shrunk from {len(doc['steps'])} to "
-            f"{len(small['steps'])} steps; {held})\n"
-            + "".join(f"#   {line}\n" for line in verdict.details[:10])
-        )
-        path.write_text(header + yaml.safe_dump(small, sort_keys=False))
-        return Finding(sig, self.seed, index, len(doc["steps"]), len(small["steps"]), str(path), result.run_dir,
-                       verdict.details[:50], tries)
+        replayed = "fails" if sig in verdict.signatures else "held"
+        reference = ""
+        if self.policy != DEFAULT_POLICY:
+            # As ``joynr-sim run FILE --check`` would: stop at a failed step, every check.
+            with tempfile.TemporaryDirectory(dir=self.out) as tmp:
+                ref, ref_verdict = self.run_doc({**small, "name": name}, Path(tmp), policy=DEFAULT_POLICY,
+                                                keep_going=False)
+            problems = [f"step {s.index} ({s.title}): {s.detail}" for s in ref.steps if s.outcome == "failed"]
+            problems += [d for d in ref_verdict.details if not d.startswith("step ")]
+            reference = "held" if ref.outcome == "passed" and not problems else "failed: " + "; ".join(problems)
+        path = found_dir / f"{name}.yaml"
+        path.write_text(self._finding_text(small, path, sig, index, len(doc["steps"]), replayed, reference,
+                                           verdict.details))
+        return Finding(sig, self.seed, index, round(found_after_s, 1), len(doc["steps"]), len(small["steps"]),
+                       str(path), result.run_dir, verdict.details[:50], stats.tried,
+                       round(time.monotonic() - began, 1), replayed, reference)
+
+    def _finding_text(self, small: dict[str, Any], path: Path, sig: Signature, index: int, before: int,
+                      replayed: str, reference: str, details: list[str]) -> str:
+        """The minimal scenario in the library's format. When it held under precedence it
+        says so the library's way: its own policy precedence, the explored one guarded."""
+        doc = {k: v for k, v in small.items() if k not in ("policy", "guards")}
+        doc["name"] = path.stem
+        if reference == "held":
+            doc["policy"], doc["guards"] = DEFAULT_POLICY, [self.policy]
+        else:
+            doc["policy"] = self.policy
+        file = str(path)
+        lines = [
+            f"joynr-sim explore --seed {self.seed} --policy {self.policy} --broker {self.broker}, run {index}",
+            f"What breaks: {'/'.join(sig)}; shrunk from {before} to {len(small['steps'])} steps",
+            f"Replayed under {self.policy}: "
+            + ("fails the same way" if replayed == "fails" else "held this time (the failure depends on timing)"),
+        ]
+        if reference:
+            lines.append(f"Under {DEFAULT_POLICY}: {reference}")
+        lines.append(f"Replay: joynr-sim run {file} --policy {self.policy} --check")
+        if reference:
+            lines.append(f"        joynr-sim run {file} --policy {DEFAULT_POLICY} --check")
+        lines += [f"  {d}" for d in details[:10]]
+        header = "".join(f"# {line}\n" for line in lines)
+        return header + yaml.safe_dump(doc, sort_keys=False)
 
     def _write_summary(self) -> None:
         data = asdict(self.summary)
