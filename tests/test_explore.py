@@ -124,6 +124,16 @@ def test_a_broken_policy_is_found_shrunk_to_a_few_steps_and_written_as_a_guard(t
     assert data["findings"][0]["steps_after"] == 2 and data["first_finding_s"] is not None
 
 
+def test_a_failure_found_after_the_shrink_budget_is_spent_is_written_as_drawn(tmp_path) -> None:
+    explorer = _Broken(tmp_path / "out", 1, shrink_tries=100, shrink_budget_s=0)
+    (finding,) = explorer.explore(runs=30).findings
+    assert (finding.shrink_runs, finding.replayed, finding.reference) == (0, "not run", "not run")
+    assert finding.steps_after == finding.steps_before
+    text = Path(finding.scenario_file).read_text()
+    assert "not shrunk" in text and parse_scenario(text).policy == "last-writer-wins"
+    assert [d["name"] for d in explorer.docs] == [f"explore-1-{n}" for n in range(30)]  # no shrink, no replay
+
+
 # -- on real brokers, judged by Spark -------------------------------------------------------
 
 

@@ -23,13 +23,14 @@ _BUDGET = re.compile(r"^(\d{1,6})(s|m|h)?$")
 _UNIT_S = {"s": 1, "m": 60, "h": 3600, None: 1}
 MARKER = "explore.json"
 SHRINK_TRIES = 100
+SHRINK_BUDGET_S = 15 * 60
 
 
 def budget_seconds(text: str) -> int:
     """``90``, ``90s``, ``10m`` or ``2h`` in seconds."""
     m = _BUDGET.match(text.strip())
     if not m or int(m.group(1)) == 0:
-        raise argparse.ArgumentTypeError(f"--budget {text!r}: a positive duration such as 90s, 10m or 2h")
+        raise argparse.ArgumentTypeError(f"{text!r}: a positive duration such as 90s, 10m or 2h")
     return int(m.group(1)) * _UNIT_S[m.group(2)]
 
 
@@ -44,7 +45,10 @@ def add_parser(sub) -> None:
     p.add_argument("--seed", type=int, default=1, help="the same seed gives the same schedules (default: 1)")
     p.add_argument("--out", type=Path, default=Path("explore"), help="output folder (default: explore/)")
     p.add_argument("--shrink-tries", type=int, default=SHRINK_TRIES,
-                   help=f"runs spent shrinking each failure (default: {SHRINK_TRIES})")
+                   help=f"runs spent shrinking each failure at most (default: {SHRINK_TRIES})")
+    p.add_argument("--shrink-budget", type=budget_seconds, default=SHRINK_BUDGET_S,
+                   help="time spent shrinking, shared by every failure found, e.g. 15m (default: 15m); "
+                        "a failure found after it is spent is written as drawn")
     p.set_defaults(func=cmd_explore)
 
 
@@ -96,7 +100,7 @@ def cmd_explore(args: argparse.Namespace, console: Console) -> int:
                               f"with {info['steps']} steps", highlight=False)
 
         explorer = Explorer(args.out, policy=args.policy, broker=args.broker, seed=args.seed, checker=checker,
-                            shrink_tries=args.shrink_tries, on_event=progress)
+                            shrink_tries=args.shrink_tries, shrink_budget_s=args.shrink_budget, on_event=progress)
         try:
             summary = explorer.explore(runs=args.runs, budget_s=budget)
         finally:

@@ -126,7 +126,7 @@ def judge(result: RunResult, violations: list[tuple[str, str, str]]) -> Judgemen
 
 class Explorer:
     def __init__(self, out: Path, *, policy: str, broker: str, seed: int, checker: Checker,
-                 generator: Generator | None = None, shrink_tries: int = 40,
+                 generator: Generator | None = None, shrink_tries: int = 100, shrink_budget_s: float | None = None,
                  on_event: Callable[[str, dict], None] = lambda kind, info: None) -> None:
         self.out = out
         self.policy = policy
@@ -135,6 +135,8 @@ class Explorer:
         self.checker = checker
         self.generator = generator or Generator()
         self.shrink_tries = shrink_tries
+        self.shrink_budget_s = shrink_budget_s  # shared by every finding's shrink; None: tries only
+        self._shrink_spent = 0.0
         self.on_event = on_event
         self.summary = Summary(seed, policy, broker)
         self._scratch = out / "runs"
@@ -170,7 +172,7 @@ class Explorer:
             self.on_event("run", {"index": index, "seconds": at,
                                   "failures": sorted("/".join(s) for s in verdict.signatures)})
             for sig in new:
-                self.summary.findings.append(self._shrink(doc, sig, index, at))
+                self.summary.findings.append(self._shrink(doc, sig, index, at, verdict))
                 self._write_summary()
             shutil.rmtree(result.run_dir, ignore_errors=True)  # a run directory this loop wrote
             index += 1
@@ -178,11 +180,25 @@ class Explorer:
         self._write_summary()
         return self.summary
 
-    def _shrink(self, doc: dict[str, Any], sig: Signature, index: int, found_after_s: float) -> Finding:
+    def _shrink_time_left(self, began: float) -> bool:
+        return self.shrink_budget_s is None or self._shrink_spent + time.monotonic() - began < self.shrink_budget_s
+
+    def _shrink(self, doc: dict[str, Any], sig: Signature, index: int, found_after_s: float,
+                seen: Judgement) -> Finding:
         label = re.sub(r"[^a-z0-9]+", "-", "-".join(sig).lower()).strip("-")[:40]
+        found_dir = self.out / "findings"
+        found_dir.mkdir(exist_ok=True)
+        path = found_dir / f"explore-{self.seed}-{label}.yaml"
+        began = time.monotonic()
+        if not self._shrink_time_left(began):
+            # The shrink budget went to earlier findings: the schedule as it was drawn, judged
+            # by the run that showed it, neither shrunk nor replayed.
+            path.write_text(self._finding_text(doc, path, sig, index, len(doc["steps"]), "not run", "not run",
+                                               seen.details))
+            return Finding(sig, self.seed, index, round(found_after_s, 1), len(doc["steps"]), len(doc["steps"]),
+                           str(path), "", seen.details[:50], 0, 0.0, "not run", "not run")
         # Only the check whose violation is kept is asked; a step or run error needs none.
         checks = [sig[0]] if sig[0] not in ("step-error", "run-error") else []
-        began = time.monotonic()
 
         def still_fails(candidate: dict[str, Any]) -> bool:
             with tempfile.TemporaryDirectory(dir=self.out) as tmp:
@@ -192,10 +208,9 @@ class Explorer:
         def progress(stats: ShrinkStats, best: dict[str, Any]) -> None:
             self.on_event("shrink", {"signature": "/".join(sig), "steps": len(best["steps"]), "try": stats.tried})
 
-        small, stats = shrink(doc, still_fails, max_tries=self.shrink_tries, progress=progress)
-        found_dir = self.out / "findings"
-        found_dir.mkdir(exist_ok=True)
-        name = f"explore-{self.seed}-{label}"
+        small, stats = shrink(doc, still_fails, max_tries=self.shrink_tries, progress=progress,
+                              out_of_time=lambda: not self._shrink_time_left(began))
+        name = path.stem
         # The minimal run, kept with its report: as the shrink ran it, with every check.
         result, verdict = self.run_doc({**small, "name": name}, found_dir)
         (Path(result.run_dir) / "checker.txt").write_text("\n".join(verdict.details) + "\n")
@@ -209,7 +224,7 @@ class Explorer:
             problems = [f"step {s.index} ({s.title}): {s.detail}" for s in ref.steps if s.outcome == "failed"]
             problems += [d for d in ref_verdict.details if not d.startswith("step ")]
             reference = "held" if ref.outcome == "passed" and not problems else "failed: " + "; ".join(problems)
-        path = found_dir / f"{name}.yaml"
+        self._shrink_spent += time.monotonic() - began
         path.write_text(self._finding_text(small, path, sig, index, len(doc["steps"]), replayed, reference,
                                            verdict.details))
         return Finding(sig, self.seed, index, round(found_after_s, 1), len(doc["steps"]), len(small["steps"]),
@@ -227,11 +242,14 @@ class Explorer:
         else:
             doc["policy"] = self.policy
         file = str(path)
+        replay = {"fails": "fails the same way", "held": "held this time (the failure depends on timing)",
+                  "not run": "not run: the shrink budget was spent on earlier findings"}
+        shrunk = (f"shrunk from {before} to {len(small['steps'])} steps" if replayed != "not run"
+                  else f"{before} steps, not shrunk")
         lines = [
             f"joynr-sim explore --seed {self.seed} --policy {self.policy} --broker {self.broker}, run {index}",
-            f"What breaks: {'/'.join(sig)}; shrunk from {before} to {len(small['steps'])} steps",
-            f"Replayed under {self.policy}: "
-            + ("fails the same way" if replayed == "fails" else "held this time (the failure depends on timing)"),
+            f"What breaks: {'/'.join(sig)}; {shrunk}",
+            f"Replayed under {self.policy}: {replay[replayed]}",
         ]
         if reference:
             lines.append(f"Under {DEFAULT_POLICY}: {reference}")

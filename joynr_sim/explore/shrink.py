@@ -1,12 +1,13 @@
 """Shrinking a failing scenario: the smallest one that still fails the same way.
 
 Each round tries, cheapest idea first: the schedule without the steps that only wait,
-without the proxies nothing calls, without the runtimes and backends no step names; then
-delta debugging over the steps (drop halves, quarters, ... single steps); then pairs of
-steps (those naming the same runtime, provider, proxy or GBID first); then whole runtimes
-and backends one by one; then simpler arguments (all at once, then one by one: fewer
-GBIDs, a shorter advance, a generated participant id for a fixed one, the default TTL).
-Rounds repeat while one of them made the scenario smaller.
+without the proxies nothing calls, without the runtimes and backends no step names (all at
+once, then each alone); without whole groups of steps (registrations, proxies and calls,
+calls, the runtimes' lifecycle, broker faults); then delta debugging over the steps (drop
+halves, quarters, ... single steps); then pairs of steps (those naming the same runtime,
+provider, proxy or GBID first); then whole runtimes and backends one by one; then simpler
+arguments (all at once, then one by one: fewer GBIDs, a shorter advance, a generated
+participant id for a fixed one, a shorter TTL). Rounds repeat while one of them made the scenario smaller.
 
 A candidate is kept only when ``still_fails`` says it fails in the same way. Before it
 costs a run, a candidate is made valid (``consistent``): a step that names what a dropped
@@ -31,6 +32,11 @@ CLUSTER_CONTROLLER = "cluster-controller"
 RUNTIME_STEPS = ("crash", "stop", "start", "restart")
 WAIT_STEPS = ("advance", "wait")
 MAX_PAIR_STEPS = 16  # above this, delta debugging has more to do than pairs would
+SHORT_TTL_MS = 1_000
+# Kinds of steps dropped all together, one candidate per group.
+STEP_GROUPS = {"registrations": ("register", "unregister"), "proxies and calls": ("proxy", "call", "one_way"),
+               "calls": ("call", "one_way"), "runtime lifecycle": RUNTIME_STEPS,
+               "broker faults": ("crash_broker", "restart_broker", "stop_broker", "start_broker")}
 
 
 @dataclass
@@ -197,6 +203,20 @@ def without_uncalled_proxies(doc: Doc) -> Doc | None:
                                         if _kind_args(s)[0] != "proxy" or _kind_args(s)[1]["name"] in called]})
 
 
+def without_anything_unneeded(doc: Doc) -> Doc | None:
+    """Every tidying at once: no waits, no uncalled proxies, no unnamed runtimes or backends."""
+    best = doc
+    for tidy in (without_waits, without_uncalled_proxies, without_unnamed_runtimes, without_unnamed_backends):
+        best = tidy(best) or best
+    return None if best == doc else best
+
+
+def without_group(doc: Doc, kinds: tuple[str, ...]) -> Doc | None:
+    if not any(_kind_args(s)[0] in kinds for s in doc["steps"]):
+        return None
+    return consistent({**doc, "steps": [s for s in doc["steps"] if _kind_args(s)[0] not in kinds]})
+
+
 def without_unnamed_runtimes(doc: Doc) -> Doc | None:
     """Only the runtimes some step names (and their cluster controllers)."""
     return _keep_runtimes(doc, _named_runtimes(doc))
@@ -229,8 +249,9 @@ def _simpler(kind: str, args: Any) -> list[Any]:
             simpler.append({k: v for k, v in args.items() if k != "gbids"})
         if kind == "register" and "participant_id" in args:
             simpler.append({k: v for k, v in args.items() if k != "participant_id"})
-        if kind in ("call", "one_way") and "ttl_ms" in args:
-            simpler.append({k: v for k, v in args.items() if k != "ttl_ms"})
+        if kind in ("call", "one_way") and args.get("ttl_ms", 10_000) > SHORT_TTL_MS:
+            # shorter, not absent (10 s): a call that is not answered costs a shrink its TTL
+            simpler.append({**args, "ttl_ms": SHORT_TTL_MS})
     return simpler
 
 
@@ -266,14 +287,16 @@ def _pairs(n: int, steps: list[dict]) -> Iterator[tuple[int, int]]:
 
 
 def shrink(doc: Doc, still_fails: Callable[[Doc], bool], *, max_tries: int = 200,
-           progress: Callable[[ShrinkStats, Doc], None] | None = None) -> tuple[Doc, ShrinkStats]:
-    """The smallest scenario found that ``still_fails``; ``doc`` itself must fail."""
+           progress: Callable[[ShrinkStats, Doc], None] | None = None,
+           out_of_time: Callable[[], bool] = lambda: False) -> tuple[Doc, ShrinkStats]:
+    """The smallest scenario found that ``still_fails`` within ``max_tries`` runs (and
+    before ``out_of_time``); ``doc`` itself must fail."""
     stats = ShrinkStats(history=[len(doc["steps"])])
     best = doc
     seen = {json.dumps(doc, sort_keys=True)}
 
     def budget_left() -> bool:
-        return stats.tried < max_tries
+        return stats.tried < max_tries and not out_of_time()
 
     def attempt(candidate: Doc | None) -> bool:
         nonlocal best
@@ -299,9 +322,12 @@ def shrink(doc: Doc, still_fails: Callable[[Doc], bool], *, max_tries: int = 200
 
     changed = True
     while changed and budget_left():
-        changed = False
-        for tidy in (without_waits, without_uncalled_proxies, without_unnamed_runtimes, without_unnamed_backends):
-            changed |= attempt(tidy(best))
+        changed = attempt(without_anything_unneeded(best))
+        if not changed:
+            for tidy in (without_waits, without_uncalled_proxies, without_unnamed_runtimes, without_unnamed_backends):
+                changed |= attempt(tidy(best))
+        for kinds in STEP_GROUPS.values():
+            changed |= attempt(without_group(best, kinds))
         # Steps: chunks from half the schedule down to single steps.
         size = max(1, len(best["steps"]) // 2)
         while size >= 1 and budget_left():
