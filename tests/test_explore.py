@@ -177,8 +177,12 @@ def test_a_broken_policy_is_found_shrunk_and_the_minimal_scenario_replays(tmp_pa
     finding = next(f for f in summary.findings if f.signature[0] == "overwrite-violation")
     assert finding.steps_after <= finding.steps_before and finding.steps_after <= 8
     text = Path(finding.scenario_file).read_text()
-    assert text.startswith("# Found by: joynr-sim explore --seed 3 --policy last-writer-wins")
-    assert parse_scenario(text).policy == "last-writer-wins"  # replayable as a library scenario
+    assert text.startswith("# joynr-sim explore --seed 3 --policy last-writer-wins")
+    scenario = parse_scenario(text)  # replayable as a library scenario
+    if finding.reference == "held":  # as it must: the conflict precedence refuses
+        assert (scenario.policy, scenario.guards) == ("precedence", ("last-writer-wins",))
+    else:
+        assert scenario.policy == "last-writer-wins", finding.reference
     assert (Path(finding.run_dir) / "checker.txt").read_text().count("overwrite-violation") >= 1
     data = json.loads((tmp_path / "out" / "explore.json").read_text())
     assert data["runs"] == 2 and data["findings"][0]["signature"]
