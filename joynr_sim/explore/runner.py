@@ -185,7 +185,9 @@ class Explorer:
 
     def _shrink(self, doc: dict[str, Any], sig: Signature, index: int, found_after_s: float,
                 seen: Judgement) -> Finding:
-        label = re.sub(r"[^a-z0-9]+", "-", "-".join(sig).lower()).strip("-")[:40]
+        label = re.sub(r"[^a-z0-9]+", "-", "-".join(sig).lower()).strip("-")
+        if len(label) > 60:  # cut at a word, not inside one
+            label = label[:60].rsplit("-", 1)[0]
         found_dir = self.out / "findings"
         found_dir.mkdir(exist_ok=True)
         path = found_dir / f"explore-{self.seed}-{label}.yaml"
@@ -254,7 +256,9 @@ class Explorer:
         if reference:
             lines.append(f"Under {DEFAULT_POLICY}: {reference}")
         lines.append(f"Replay: joynr-sim run {file} --policy {self.policy} --check")
-        if reference:
+        if reference == "held":
+            lines.append(f"        joynr-sim run {file} --check  (its own policy, {DEFAULT_POLICY}: holds)")
+        elif reference:
             lines.append(f"        joynr-sim run {file} --policy {DEFAULT_POLICY} --check")
         lines += [f"  {d}" for d in details[:10]]
         header = "".join(f"# {line}\n" for line in lines)
