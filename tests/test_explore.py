@@ -106,22 +106,23 @@ def test_the_same_seed_runs_the_same_schedules_and_another_seed_others(tmp_path)
 
 
 def test_a_broken_policy_is_found_shrunk_to_a_few_steps_and_written_as_a_guard(tmp_path) -> None:
-    explorer = _Broken(tmp_path / "out", 1, shrink_tries=100)
+    explorer = _Broken(tmp_path / "out", 5, shrink_tries=100)  # its first failing schedule has calls
     summary = explorer.explore(runs=30)
     assert summary.first_finding_s is not None
     (finding,) = summary.findings
     assert finding.signature == ("overwrite-violation", "should-refuse:precedence")
-    assert finding.steps_after == 2 < finding.steps_before and finding.shrink_runs <= 100
+    # the two registrations, and a proxy and its call: the finding must check something to hold
+    assert finding.steps_after == 4 < finding.steps_before and finding.shrink_runs <= 100
     assert (finding.replayed, finding.reference) == ("fails", "held")
     text = Path(finding.scenario_file).read_text()
     scenario = parse_scenario(text)
-    assert scenario.policy == "precedence" and scenario.guards == ("last-writer-wins",)
+    assert scenario.policy == "precedence" and scenario.guards == ("last-writer-wins",) and scenario.checks
     assert f"# Replay: joynr-sim run {finding.scenario_file} --policy last-writer-wins --check" in text
     # the shrink asked only the check whose violation it keeps; the finding's own run asked every check
     shrinking = explorer.asked[finding.run_index + 1:finding.run_index + 1 + finding.shrink_runs]
     assert shrinking and all(c == ["overwrite-violation"] for c in shrinking)
     data = json.loads((tmp_path / "out" / "explore.json").read_text())
-    assert data["findings"][0]["steps_after"] == 2 and data["first_finding_s"] is not None
+    assert data["findings"][0]["steps_after"] == 4 and data["first_finding_s"] is not None
 
 
 def test_a_failure_found_after_the_shrink_budget_is_spent_is_written_as_drawn(tmp_path) -> None:

@@ -35,7 +35,7 @@ from ..core.policies import DEFAULT_POLICY
 from ..scenario.loader import parse_scenario
 from ..scenario.runner import RunResult, run_scenario
 from .generate import Generator
-from .shrink import ShrinkStats, shrink
+from .shrink import ShrinkStats, checks_something, shrink
 
 Signature = tuple[str, str]
 
@@ -210,8 +210,12 @@ class Explorer:
         def progress(stats: ShrinkStats, best: dict[str, Any]) -> None:
             self.on_event("shrink", {"signature": "/".join(sig), "steps": len(best["steps"]), "try": stats.tried})
 
+        # A schedule that checks something keeps doing so: the minimal scenario must be able
+        # to hold under precedence, and one without a checking step never does.
+        must_check = checks_something(doc)
         small, stats = shrink(doc, still_fails, max_tries=self.shrink_tries, progress=progress,
-                              out_of_time=lambda: not self._shrink_time_left(began))
+                              out_of_time=lambda: not self._shrink_time_left(began),
+                              admissible=lambda c: checks_something(c) or not must_check)
         name = path.stem
         # The minimal run, kept with its report: as the shrink ran it, with every check.
         result, verdict = self.run_doc({**small, "name": name}, found_dir)
@@ -225,6 +229,8 @@ class Explorer:
                                                 keep_going=False)
             problems = [f"step {s.index} ({s.title}): {s.detail}" for s in ref.steps if s.outcome == "failed"]
             problems += [d for d in ref_verdict.details if not d.startswith("step ")]
+            if not checks_something(small):
+                problems.append("no step checks anything")
             reference = "held" if ref.outcome == "passed" and not problems else "failed: " + "; ".join(problems)
         self._shrink_spent += time.monotonic() - began
         path.write_text(self._finding_text(small, path, sig, index, len(doc["steps"]), replayed, reference,

@@ -26,6 +26,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..scenario.model import CHECKING_STEPS
+
 Doc = dict[str, Any]
 
 CLUSTER_CONTROLLER = "cluster-controller"
@@ -161,6 +163,14 @@ def consistent(doc: Doc) -> Doc | None:
     return {**doc, "steps": steps}
 
 
+def checks_something(doc: Doc) -> bool:
+    """Whether a step checks something (a call, an expectation): a scenario that only acts
+    and waits proves nothing when it holds, and ``joynr-sim run`` says so and fails it."""
+    return any(_kind_args(s)[0] in CHECKING_STEPS
+               or (isinstance(_kind_args(s)[1], dict) and _kind_args(s)[1].get("expect_error") is not None)
+               for s in doc["steps"])
+
+
 def _names(step: dict) -> set[str]:
     """Every runtime, provider, proxy and GBID a step names."""
     _, args = _kind_args(step)
@@ -288,9 +298,11 @@ def _pairs(n: int, steps: list[dict]) -> Iterator[tuple[int, int]]:
 
 def shrink(doc: Doc, still_fails: Callable[[Doc], bool], *, max_tries: int = 200,
            progress: Callable[[ShrinkStats, Doc], None] | None = None,
-           out_of_time: Callable[[], bool] = lambda: False) -> tuple[Doc, ShrinkStats]:
+           out_of_time: Callable[[], bool] = lambda: False,
+           admissible: Callable[[Doc], bool] = lambda doc: True) -> tuple[Doc, ShrinkStats]:
     """The smallest scenario found that ``still_fails`` within ``max_tries`` runs (and
-    before ``out_of_time``); ``doc`` itself must fail."""
+    before ``out_of_time``); ``doc`` itself must fail. A candidate that is not
+    ``admissible`` is passed over without a run."""
     stats = ShrinkStats(history=[len(doc["steps"])])
     best = doc
     seen = {json.dumps(doc, sort_keys=True)}
@@ -300,7 +312,7 @@ def shrink(doc: Doc, still_fails: Callable[[Doc], bool], *, max_tries: int = 200
 
     def attempt(candidate: Doc | None) -> bool:
         nonlocal best
-        if candidate is None or not budget_left():
+        if candidate is None or not budget_left() or not admissible(candidate):
             return False
         key = json.dumps(candidate, sort_keys=True)
         if key in seen:
