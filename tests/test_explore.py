@@ -135,6 +135,21 @@ def test_a_failure_found_after_the_shrink_budget_is_spent_is_written_as_drawn(tm
     assert [d["name"] for d in explorer.docs] == [f"explore-1-{n}" for n in range(30)]  # no shrink, no replay
 
 
+def test_two_kinds_of_one_check_cut_to_the_same_name_get_two_files(tmp_path) -> None:
+    long = "should-refuse:precedence,expiry-not-max,sticky-lost,visible-not-offered"
+
+    class TwoKinds(_Broken):
+        def run_doc(self, doc, where, **kw):
+            result, verdict = super().run_doc(doc, where, **kw)
+            if verdict.signatures:
+                verdict.signatures = {("overwrite-violation", long), ("overwrite-violation", long + ",old-not-held")}
+            return result, verdict
+
+    summary = TwoKinds(tmp_path / "out", 5, shrink_tries=2).explore(runs=1)
+    files = {f.scenario_file for f in summary.findings}
+    assert len(summary.findings) == len(files) == 2
+
+
 # -- on real brokers, judged by Spark -------------------------------------------------------
 
 

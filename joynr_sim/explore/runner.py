@@ -191,6 +191,10 @@ class Explorer:
         found_dir = self.out / "findings"
         found_dir.mkdir(exist_ok=True)
         path = found_dir / f"explore-{self.seed}-{label}.yaml"
+        n = 1
+        while path.exists():  # another kind of the same check, cut to the same name
+            n += 1
+            path = found_dir / f"explore-{self.seed}-{label}-{n}.yaml"
         began = time.monotonic()
         if not self._shrink_time_left(began):
             # The shrink budget went to earlier findings: the schedule as it was drawn, judged
