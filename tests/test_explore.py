@@ -148,6 +148,7 @@ def test_two_kinds_of_one_check_cut_to_the_same_name_get_two_files(tmp_path) -> 
     summary = TwoKinds(tmp_path / "out", 5, shrink_tries=2).explore(runs=1)
     files = {f.scenario_file for f in summary.findings}
     assert len(summary.findings) == len(files) == 2
+    assert all(parse_scenario(Path(f).read_text()) for f in files)  # names within the format's 64 characters
 
 
 # -- on real brokers, judged by Spark -------------------------------------------------------

@@ -38,6 +38,7 @@ from .generate import Generator
 from .shrink import ShrinkStats, checks_something, shrink
 
 Signature = tuple[str, str]
+NAME_MAX = 64  # the scenario format's longest name
 
 
 @dataclass
@@ -185,16 +186,18 @@ class Explorer:
 
     def _shrink(self, doc: dict[str, Any], sig: Signature, index: int, found_after_s: float,
                 seen: Judgement) -> Finding:
+        prefix = f"explore-{self.seed}-"
+        room = NAME_MAX - len(prefix) - 3  # a scenario name has 64 characters at most; "-NN" for a twin
         label = re.sub(r"[^a-z0-9]+", "-", "-".join(sig).lower()).strip("-")
-        if len(label) > 60:  # cut at a word, not inside one
-            label = label[:60].rsplit("-", 1)[0]
+        if len(label) > room:  # cut at a word, not inside one
+            label = label[:room].rsplit("-", 1)[0]
         found_dir = self.out / "findings"
         found_dir.mkdir(exist_ok=True)
-        path = found_dir / f"explore-{self.seed}-{label}.yaml"
+        path = found_dir / f"{prefix}{label}.yaml"
         n = 1
         while path.exists():  # another kind of the same check, cut to the same name
             n += 1
-            path = found_dir / f"explore-{self.seed}-{label}-{n}.yaml"
+            path = found_dir / f"{prefix}{label}-{n}.yaml"
         began = time.monotonic()
         if not self._shrink_time_left(began):
             # The shrink budget went to earlier findings: the schedule as it was drawn, judged
