@@ -21,7 +21,8 @@ from ..core.address import (
 )
 from ..core.discovery import DiscoveryEntry
 from ..core.links import LinkRegistry
-from ..core.message import JoynrMessage, encode
+from ..core.message import MULTICAST, JoynrMessage, encode
+from ..core.multicast import MulticastError, MulticastId, parse
 from ..core.router import CcMessageRouter
 from ..core.routing import RoutingEntry, RoutingTable
 from ..transport.websocket import WebSocketServer
@@ -47,6 +48,10 @@ class HasRoutingTable(Protocol):
     @property
     def table(self) -> RoutingTable: ...
 
+    async def add_multicast_receiver(self, mid: MulticastId, receiver: str) -> None: ...
+
+    async def remove_multicast_receiver(self, mid: MulticastId, receiver: str) -> None: ...
+
 
 class RoutingProvider:
     """joynr's routing provider: libjoynr runtimes add and remove their participants here."""
@@ -67,6 +72,26 @@ class RoutingProvider:
 
     def removeNextHop(self, participantId: str) -> None:
         self._routes.table.remove(participantId)
+
+    async def addMulticastReceiver(self, multicastId: str, subscriberParticipantId: str,
+                                   providerParticipantId: str) -> None:
+        mid = self._multicast(multicastId, providerParticipantId)
+        await self._routes.add_multicast_receiver(mid, subscriberParticipantId)
+
+    async def removeMulticastReceiver(self, multicastId: str, subscriberParticipantId: str,
+                                      providerParticipantId: str) -> None:
+        mid = self._multicast(multicastId, providerParticipantId)
+        await self._routes.remove_multicast_receiver(mid, subscriberParticipantId)
+
+    @staticmethod
+    def _multicast(multicast_id: object, provider: object) -> MulticastId:
+        try:
+            mid = parse(multicast_id, wildcards=True)  # type: ignore[arg-type]
+        except MulticastError as exc:
+            raise ValueError(f"multicastId: {exc}") from None
+        if mid.provider != provider:
+            raise ValueError(f"multicastId: {multicast_id!r} is not a multicast of provider {provider!r}")
+        return mid
 
     def resolveNextHop(self, participantId: str) -> bool:
         return participantId in self._routes.table
@@ -288,11 +313,19 @@ class ClusterController(CcAddresses, Runtime):
     # -- carrying out ----------------------------------------------------------------
     def _transmit(self, msg: JoynrMessage, address: Address) -> None:
         if isinstance(address, MqttAddress):
-            refused = self.endpoint.publish(msg, address.broker_uri, address.topic)
+            refused = self.endpoint.publish(msg, address.broker_uri, address.topic, multicast=msg.type == MULTICAST)
             if refused is not None:
                 self.carry_out(self.router.send_failed(msg, address, *refused))
         elif isinstance(address, WebSocketClientAddress):
             self._spawn(self._send_ws(msg, address))
+
+    def _multicast_topic(self, gbid: str, topic: str, subscribe: bool) -> None:
+        """A multicast's first receiver here wants its topic from a backend, or its last went."""
+        if subscribe:
+            full = self.endpoint.subscribe_multicast(gbid, topic)
+        else:
+            full = self.endpoint.unsubscribe_multicast(gbid, topic)
+        self.emit("mc.subscribe" if subscribe else "mc.unsubscribe", gbid=gbid, topic=full)
 
     async def _send_ws(self, msg: JoynrMessage, address: WebSocketClientAddress) -> None:
         assert self.ws_server is not None

@@ -119,15 +119,52 @@ class AddProvider:
         return a + b
 
 
+class Notifier:
+    """What a provider implementation tells its runtime: an attribute changed, a broadcast
+    fired. An implementation that is registered nowhere has this silent one; registering
+    it puts its runtime's in place (``joynr_sim.runtime.subscriptions``)."""
+
+    def value_changed(self, attribute: str, value: Any) -> None:
+        pass
+
+    def fire_broadcast(self, broadcast: str, value: Any, partitions: tuple[str, ...] = ()) -> None:
+        pass
+
+    def fire_selective_broadcast(self, broadcast: str, value: Any) -> None:
+        pass
+
+
 class CounterProvider:
+    """A counter: attribute ``value`` (on change), the non-selective broadcast
+    ``incremented`` (a multicast) and the selective broadcast ``reachedMultiple``, whose
+    subscribers give the filter parameter ``every`` (an integer from 1): it reaches them
+    when the new value is a multiple of it."""
+
     interface_name = "joynrsim/Counter"
+    ATTRIBUTES = ("value",)
+    BROADCASTS = ("incremented",)
+    SELECTIVE_BROADCASTS = ("reachedMultiple",)
 
     def __init__(self) -> None:
         self.value = 0
+        self.notifier = Notifier()
 
     def increment(self) -> int:
         self.value += 1
+        self.notifier.value_changed("value", self.value)
+        self.notifier.fire_broadcast("incremented", self.value)
+        self.notifier.fire_selective_broadcast("reachedMultiple", self.value)
         return self.value
+
+    @staticmethod
+    def _check_filter_reachedMultiple(params: dict[str, Any]) -> None:
+        every = params.get("every")
+        if set(params) != {"every"} or not isinstance(every, int) or isinstance(every, bool) or every < 1:
+            raise ValueError(f"reachedMultiple filter: expected {{every: an integer from 1}}, got {params!r}")
+
+    @staticmethod
+    def _filter_reachedMultiple(value: Any, params: dict[str, Any]) -> bool:
+        return isinstance(value, int) and value % params["every"] == 0
 
     def get(self) -> int:
         return self.value
