@@ -104,3 +104,33 @@ async def test_refused_subscriptions(tmp_path):
         await asyncio.sleep(0)
     assert [e["outcome"] for e in events(tmp_path, "sub.add")] == ["refused", "refused"]
     check_schema(tmp_path)
+
+
+@pytest.mark.parametrize("republish", [False, True], ids=["fixed", "republishing"])
+async def test_a_received_multicast_is_never_published_again(tmp_path, republish):
+    """Without joynr's rule, cc1 publishes what it received from the backend to the topic it
+    is subscribed to, receives it again, and so on until the hop limit."""
+    async with Simulation(tmp_path, gbids=["gbid1"], broker="amqtt") as sim:
+        cc1 = await sim.cluster_controller("cc1", ["gbid1"], republish_received_multicasts=republish)
+        cc2 = await sim.cluster_controller("cc2", ["gbid1"])
+        consumer = await sim.libjoynr("consumer", cc1)
+        provider_app = await sim.libjoynr("provider-app", cc2)
+        from joynr_sim.runtime.participants import CounterProvider
+        await provider_app.register_provider("dom", "joynrsim/Counter", CounterProvider(), participant_id=COUNTER)
+        proxy = await consumer.discover_proxy("joynrsim/Counter", "dom", scope="GLOBAL_ONLY")
+        incremented = await proxy.subscribe_broadcast("incremented")
+        await proxy.call("increment", ttl_ms=10_000)
+        assert await incremented.wait_for(1, WAIT_S) == [1]
+        if republish:
+            await until(lambda: events(tmp_path, "msg.drop", rt="cc1", type="m", reason="hop-limit"), WAIT_S)
+        else:  # what cc1 received it handed to its runtime only
+            await until(lambda: events(tmp_path, "msg.out", rt="cc1", type="m", via="ws"), WAIT_S)
+        assert incremented.values == [1]  # the subscriber's runtime drops the copies
+    echoed = events(tmp_path, "msg.out", rt="cc1", type="m", via="mqtt")
+    if republish:
+        (fired,) = events(tmp_path, "mc.fire")
+        assert len(echoed) > 10 and {e["msg"] for e in echoed} == {fired["msg"]}
+        assert events(tmp_path, "msg.drop", rt="consumer", type="m", reason="duplicate")
+    else:
+        assert echoed == []
+    check_schema(tmp_path)

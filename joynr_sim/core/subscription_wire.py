@@ -70,7 +70,7 @@ def _sid(value: Any, limits: WireLimits) -> str:
         raise SubscriptionPayloadError("sid", str(exc)) from None
 
 
-def _name(value: Any) -> str:
+def check_name(value: Any) -> str:
     if not isinstance(value, str) or not value.isidentifier() or len(value) > MAX_NAME_CHARS:
         raise SubscriptionPayloadError("name", f"an attribute or broadcast name, got {preview(value)}")
     return value
@@ -96,22 +96,35 @@ def decode_request(payload: bytes, kind: str, limits: WireLimits = DEFAULT_LIMIT
     if kind not in REQUEST_KINDS:
         raise SubscriptionPayloadError("t", f"not a subscription request type: {preview(kind)}")
     data = _unpack(payload, {"sid", "name", "qos"} | extra.get(kind, set()))
-    qos = data["qos"]
+    checked = qos_from_dict(data["qos"])
+    flt = check_filter(data.get("filter"))
+    parts = check_partitions(data.get("partitions", []))
+    return SubscriptionRequest(_sid(data["sid"], limits), check_name(data["name"]), checked, flt, parts)
+
+
+def qos_from_dict(qos: Any) -> SubscriptionQos:
+    """A checked quality of service from its map (``kind`` and any of the other fields)."""
     if not isinstance(qos, dict) or not set(qos) <= set(SubscriptionQos.__dataclass_fields__) or "kind" not in qos:
-        raise SubscriptionPayloadError("qos", f"a quality of service map, got {preview(qos)}")
+        raise SubscriptionPayloadError("qos", f"a map with kind and {sorted(SubscriptionQos.__dataclass_fields__)}"
+                                              f", got {preview(qos)}")
     try:
-        checked = SubscriptionQos(**qos).check()
+        return SubscriptionQos(**qos).check()
     except (SubscriptionError, TypeError) as exc:
         raise SubscriptionPayloadError("qos", str(exc)) from None
-    flt = data.get("filter")
-    if flt is not None:
-        if not isinstance(flt, dict) or len(flt) > MAX_FILTER_KEYS \
-                or not all(isinstance(k, str) and isinstance(v, _SCALARS) for k, v in flt.items()):
-            raise SubscriptionPayloadError("filter", f"a map of scalar filter parameters, got {preview(flt)}")
-    parts = data.get("partitions", [])
+
+
+def check_filter(flt: Any) -> dict[str, Any] | None:
+    if flt is not None and (not isinstance(flt, dict) or len(flt) > MAX_FILTER_KEYS
+                            or not all(isinstance(k, str) and isinstance(v, _SCALARS) for k, v in flt.items())):
+        raise SubscriptionPayloadError("filter", f"a map of scalar filter parameters, got {preview(flt)}")
+    return flt
+
+
+def check_partitions(parts: Any) -> tuple[str, ...]:
     if not isinstance(parts, list) or len(parts) > MAX_PARTITIONS or not all(isinstance(p, str) for p in parts):
-        raise SubscriptionPayloadError("partitions", f"a list of strings, got {preview(parts)}")
-    return SubscriptionRequest(_sid(data["sid"], limits), _name(data["name"]), checked, flt, tuple(parts))
+        raise SubscriptionPayloadError("partitions",
+                                       f"a list of at most {MAX_PARTITIONS} strings, got {preview(parts)}")
+    return tuple(parts)
 
 
 def encode_reply(subscription_id: str, error: str | None = None) -> bytes:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -23,11 +24,13 @@ from ..clock import SimClock
 from ..core.address import Address, WebSocketAddress, WebSocketClientAddress, to_dict
 from ..core.discovery import DiscoveryScope
 from ..core.routing import Origin, PutResult, RoutingEntry
+from ..core.subscriptions import SubscriptionQos
 from ..runtime.base import DEFAULT_TTL_MS
 from ..runtime.cluster_controller import CcAddresses, ClusterController, routing_provider_participant_id
 from ..runtime.libjoynr import LibjoynrRuntime
 from ..runtime.mqtt_endpoint import BrokerDirectory
 from ..runtime.participants import INTERFACES, ProviderSkeleton
+from ..runtime.subscriptions import SUBSCRIBE_TTL_MS
 from ..trace import TraceWriter
 from .host import check_options
 from .process import HostGone, HostPool, HostProcess
@@ -88,6 +91,56 @@ class RemoteProxy:
 
     def one_way(self, method: str, *params: Any, ttl_ms: int = DEFAULT_TTL_MS) -> str:
         return self.runtime.one_way(self.participant_id, self.provider_participant_id, method, list(params), ttl_ms)
+
+    async def subscribe_attribute(self, attribute: str, qos: SubscriptionQos | None = None) -> RemoteSubscription:
+        return await self._subscribe("attribute", attribute, qos, None, ())
+
+    async def subscribe_broadcast(self, broadcast: str, qos: SubscriptionQos | None = None, *,
+                                  filter: dict[str, Any] | None = None,
+                                  partitions: tuple[str, ...] = ()) -> RemoteSubscription:
+        return await self._subscribe("broadcast", broadcast, qos, filter, partitions)
+
+    async def _subscribe(self, kind: str, name: str, qos: SubscriptionQos | None, flt: dict[str, Any] | None,
+                         partitions: tuple[str, ...]) -> RemoteSubscription:
+        qos = (qos or SubscriptionQos("on-change")).check()
+        sid = await self.runtime._ask("subscribe", SUBSCRIBE_TTL_MS / 1000 + CALL_SLACK_S, proxy=self.participant_id,
+                                      name=name, kind=kind, qos=asdict(qos), filter=flt, partitions=list(partitions))
+        return RemoteSubscription(self.runtime, sid, self.participant_id, self.provider_participant_id, name)
+
+    async def unsubscribe(self, subscription_id: str) -> None:
+        await self.runtime._ask("unsubscribe", subscription_id=subscription_id)
+
+
+class RemoteSubscription:
+    """A subscription of a proxy in a host: its publications are read where they arrived."""
+
+    def __init__(self, runtime: RemoteRuntime, subscription_id: str, proxy: str, provider: str, name: str) -> None:
+        self.runtime = runtime
+        self.subscription_id = subscription_id
+        self.proxy, self.provider, self.name = proxy, provider, name
+        self._seen: dict[str, Any] = {"values": [], "ended": None}
+
+    def _read(self) -> dict[str, Any]:
+        if self.runtime.running:  # a runtime that went down keeps what was last read
+            self._seen = self.runtime.query("publications", runtime=self.runtime.runtime_id,
+                                            subscription_id=self.subscription_id)
+        return self._seen
+
+    @property
+    def values(self) -> list[Any]:
+        return list(self._read()["values"])
+
+    @property
+    def ended(self) -> str | None:
+        return self._read()["ended"]
+
+    async def wait_for(self, count: int, timeout_s: float) -> list[Any]:
+        """The values received, once there are at least ``count``; TimeoutError after
+        ``timeout_s``."""
+        self._seen = await self.runtime._ask("await_publications", timeout_s + CALL_SLACK_S,
+                                             subscription_id=self.subscription_id, count=count,
+                                             timeout_ms=int(timeout_s * 1000))
+        return list(self._seen["values"])
 
 
 class RemoteRuntime:

@@ -136,10 +136,14 @@ class ClusterController(CcAddresses, Runtime):
         link_registry: LinkRegistry | None = None,
         detached_timeout_ms: int | None = None,
         on_client_disconnect: str = "keep",
+        republish_received_multicasts: bool = False,
         **kwargs: Any,
     ) -> None:
         self.cc_id = cc_id
         self.on_client_disconnect = on_client_disconnect
+        # The broken rule set: a multicast received from a backend is published again
+        # (joynr_sim.core.multicast), the echo joynr guards against.
+        self.republish_received_multicasts = republish_received_multicasts
         self.gbids = tuple(gbids)
         if not self.gbids:
             raise ValueError(f"gbids: a cluster controller needs at least one GBID ({cc_id!r})")
@@ -216,6 +220,7 @@ class ClusterController(CcAddresses, Runtime):
         return CcMessageRouter(
             table, self.clock.now_ms, own_topic=self.topic, gbids=self.gbids,
             resolves=self.discovery is not None, on_client_disconnect=self.on_client_disconnect,
+            republish_received_multicasts=self.republish_received_multicasts,
             **self.router_options,
         )
 
