@@ -35,9 +35,9 @@ from ..trace import TraceWriter
 from .host import check_options
 from .process import HostGone, HostPool, HostProcess
 from .protocol import entry_from_wire, entry_to_wire, put_result_from_wire
+from .remote_subscription import CALL_SLACK_S, RemoteSubscription
 
 START_TIMEOUT_S = 60.0
-CALL_SLACK_S = 10.0  # beyond a call's TTL: the host answers a timeout itself
 
 
 class RemoteTable:
@@ -109,38 +109,6 @@ class RemoteProxy:
 
     async def unsubscribe(self, subscription_id: str) -> None:
         await self.runtime._ask("unsubscribe", subscription_id=subscription_id)
-
-
-class RemoteSubscription:
-    """A subscription of a proxy in a host: its publications are read where they arrived."""
-
-    def __init__(self, runtime: RemoteRuntime, subscription_id: str, proxy: str, provider: str, name: str) -> None:
-        self.runtime = runtime
-        self.subscription_id = subscription_id
-        self.proxy, self.provider, self.name = proxy, provider, name
-        self._seen: dict[str, Any] = {"values": [], "ended": None}
-
-    def _read(self) -> dict[str, Any]:
-        if self.runtime.running:  # a runtime that went down keeps what was last read
-            self._seen = self.runtime.query("publications", runtime=self.runtime.runtime_id,
-                                            subscription_id=self.subscription_id)
-        return self._seen
-
-    @property
-    def values(self) -> list[Any]:
-        return list(self._read()["values"])
-
-    @property
-    def ended(self) -> str | None:
-        return self._read()["ended"]
-
-    async def wait_for(self, count: int, timeout_s: float) -> list[Any]:
-        """The values received, once there are at least ``count``; TimeoutError after
-        ``timeout_s``."""
-        self._seen = await self.runtime._ask("await_publications", timeout_s + CALL_SLACK_S,
-                                             subscription_id=self.subscription_id, count=count,
-                                             timeout_ms=int(timeout_s * 1000))
-        return list(self._seen["values"])
 
 
 class RemoteRuntime:
@@ -284,6 +252,9 @@ class RemoteRuntime:
     async def unregister_provider(self, participant_id: str) -> None:
         await self._ask("unregister_provider", participant_id=participant_id)
         self.providers.pop(participant_id, None)
+
+    async def invoke_provider(self, participant_id: str, method: str, params: list[Any]) -> Any:
+        return await self._ask("invoke_provider", participant_id=participant_id, method=method, params=list(params))
 
     async def create_proxy(
         self, interface_name: str, provider_participant_id: str, is_globally_visible: bool = False

@@ -215,6 +215,8 @@ class Host:
         if op == "unregister_provider":
             await runtime.unregister_provider(args["participant_id"])
             return None
+        if op == "invoke_provider":
+            return await runtime.invoke_provider(args["participant_id"], args["method"], args["params"])
         if op in ("create_proxy", "discover_proxy"):
             if op == "create_proxy":
                 proxy = await runtime.create_proxy(args["interface"], args["provider"], args["visible"])

@@ -79,6 +79,7 @@ OPS: dict[str, dict[str, tuple[type, ...]]] = {
         "filter": (dict, type(None)), "partitions": (list,),
     },
     "unsubscribe": {"runtime": (str,), "subscription_id": (str,)},
+    "invoke_provider": {"runtime": (str,), "participant_id": (str,), "method": (str,), "params": (list,)},
     "await_publications": {"runtime": (str,), "subscription_id": (str,), "count": (int,), "timeout_ms": (int,)},
     "publications": {"runtime": (str,), "subscription_id": (str,)},
     "table_lookup": {"runtime": (str,), "participant_id": (str,), "gbid": _OPT_STR},

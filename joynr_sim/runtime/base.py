@@ -60,12 +60,13 @@ from .participants import (
     ProviderRuntimeException,
     ProviderSkeleton,
     ProxySkeleton,
+    broadcast_kind,
     decode_reply,
     decode_request,
     encode_reply,
     encode_request,
 )
-from .subscriptions import Subscription, SubscriptionException, Subscriptions, broadcast_kind
+from .subscriptions import Subscription, SubscriptionException, Subscriptions
 
 DEFAULT_TTL_MS = 60_000
 # Routing entries made by registration and provisioning live as long as the runtime.
@@ -498,6 +499,14 @@ class Runtime:
         await self._discovery_remove(participant_id)
         self.table.remove(participant_id)
         await self._withdraw_participant(participant_id)
+
+    async def invoke_provider(self, participant_id: str, method: str, params: list[Any]) -> Any:
+        """Call a method of a provider here directly, as its application does (e.g. to
+        change an attribute or fire a broadcast): no message, no proxy."""
+        skeleton = self.providers.get(participant_id)
+        if skeleton is None:
+            raise KeyError(f"participant_id: no provider {participant_id!r} in {self.runtime_id}")
+        return await skeleton.invoke(method, list(params))
 
     async def create_proxy(
         self, interface_name: str, provider_participant_id: str, is_globally_visible: bool = False

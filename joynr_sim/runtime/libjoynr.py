@@ -109,6 +109,9 @@ class LibjoynrRuntime(Runtime):
             await self._announce_participant(pid, visible)
         for mid, receiver in self.subscriptions.multicast_receivers():
             await self._multicast_call("addMulticastReceiver", mid, receiver)
+        # A restarted cluster controller knows no route to a subscriber, a provider's no
+        # subscriber: the requests sent again teach both.
+        self.subscriptions.renew("reconnected")
 
     async def _stop_transports(self) -> None:
         if self.ws is not None:

@@ -173,3 +173,42 @@ class CounterProvider:
 INTERFACES: dict[str, type] = {
     cls.interface_name: cls for cls in (EchoProvider, AddProvider, CounterProvider)
 }
+
+
+# -- what an interface declares: attributes, broadcasts, filters ----------------------
+
+def broadcast_kind(interface_name: str, broadcast: str, filter: dict[str, Any] | None) -> str:
+    """``broadcast`` (selective: request and publications) or ``multicast``: as the
+    interface declares it; for an unknown interface, a filter makes it selective."""
+    cls = INTERFACES.get(interface_name)
+    if cls is not None and broadcast in getattr(cls, "SELECTIVE_BROADCASTS", ()):
+        return "broadcast"
+    if cls is not None and broadcast in getattr(cls, "BROADCASTS", ()):
+        return "multicast"
+    return "broadcast" if filter is not None else "multicast"
+
+
+def offers(implementation: Any, name: str, kind: str) -> bool:
+    """Whether a provider has that attribute or broadcast (its declared lists)."""
+    declared = {"attribute": "ATTRIBUTES", "broadcast": "SELECTIVE_BROADCASTS", "multicast": "BROADCASTS"}[kind]
+    return name in getattr(implementation, declared, ())
+
+
+def filter_error(implementation: Any, name: str, flt: dict[str, Any] | None) -> str | None:
+    """Why a selective broadcast's filter parameters are refused, or None."""
+    check = getattr(implementation, f"_check_filter_{name}", None)
+    if check is None or not flt:
+        return None  # no filter: every broadcast reaches the subscriber
+    try:
+        check(flt)
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
+def passes(implementation: Any, name: str, flt: dict[str, Any] | None, value: Any) -> bool:
+    """Whether a selective broadcast reaches a subscriber: the provider's filter decides."""
+    accept = getattr(implementation, f"_filter_{name}", None)
+    if not flt or accept is None:
+        return True
+    return bool(accept(value, flt))

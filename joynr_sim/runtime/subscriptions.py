@@ -49,12 +49,14 @@ from ..core.subscription_wire import (
 )
 from ..core.subscriptions import ATTRIBUTE, BROADCAST, PublicationManager, SubscriptionManager, SubscriptionQos
 from .participants import (
-    INTERFACES,
     JoynrRuntimeException,
     JoynrTimeoutException,
     Notifier,
     ProviderSkeleton,
     ProxySkeleton,
+    filter_error,
+    offers,
+    passes,
 )
 
 if TYPE_CHECKING:
@@ -168,10 +170,10 @@ class Subscriptions:
         error = None
         if publisher is None:
             error = f"provider {skeleton.participant_id} takes no subscriptions"
-        elif not _offers(skeleton.implementation, req.name, kind):
+        elif not offers(skeleton.implementation, req.name, kind):
             error = f"{skeleton.interface_name} has no {kind} {req.name!r}"
         elif kind == "broadcast":
-            error = _filter_error(skeleton.implementation, req.name, req.filter)
+            error = filter_error(skeleton.implementation, req.name, req.filter)
         outcome = "refused" if error else "added"
         if error is None and kind != "multicast":
             assert publisher is not None
@@ -216,7 +218,7 @@ class Subscriptions:
         due = publisher.changed(name, value, self.now())
         implementation = self._implementations.get(provider)
         self._publish(provider, [p for p in due
-                                 if _passes(implementation, name, self._filters.get(p.subscription_id), value)])
+                                 if passes(implementation, name, self._filters.get(p.subscription_id), value)])
 
     def fire(self, provider: str, broadcast: str, value: Any, partitions: tuple[str, ...] = ()) -> None:
         """A non-selective broadcast: one multicast message, routed by the router's rules."""
@@ -250,15 +252,9 @@ class Subscriptions:
         sub = Subscription(sid, proxy, provider, name, kind, qos, mid, filter)
         self.subscriptions[sid] = sub
         self.manager.register(sid, qos, self.now())
-        req = SubscriptionRequest(sid, name, qos, filter if kind == "broadcast" else None, tuple(partitions))
-        mtype = {"attribute": SUBSCRIPTION_REQUEST, "broadcast": BROADCAST_SUBSCRIPTION_REQUEST,
-                 "multicast": MULTICAST_SUBSCRIPTION_REQUEST}[kind]
-        msg = self._message(mtype, proxy, provider, self.now() + ttl_ms, encode_request(req, mtype))
         future = asyncio.get_running_loop().create_future()
         self._replies[sid] = future
-        self.emit("sub.request", sid=sid, proxy=proxy, provider=provider, name=name, sub_kind=kind,
-                  multicast=str(mid) if mid else None, msg=msg.id)
-        self.runtime.route(msg)
+        self._send_request(sub, ttl_ms)
         try:
             error = await asyncio.wait_for(future, ttl_ms / 1000)
         except TimeoutError:
@@ -271,6 +267,24 @@ class Subscriptions:
             await self._end(sub, "refused")
             raise SubscriptionException(f"subscribe {name} of {provider}: {error}")
         return sub
+
+    def _send_request(self, sub: Subscription, ttl_ms: int = SUBSCRIBE_TTL_MS, renew: str | None = None) -> None:
+        """The subscription request; sent again with the same id it renews the subscription
+        (joynr's update), which teaches a restarted provider or cluster controller again."""
+        req = SubscriptionRequest(sub.subscription_id, sub.name, sub.qos,
+                                  sub.filter if sub.kind == "broadcast" else None,
+                                  sub.multicast.partitions if sub.multicast is not None else ())
+        mtype = {"attribute": SUBSCRIPTION_REQUEST, "broadcast": BROADCAST_SUBSCRIPTION_REQUEST,
+                 "multicast": MULTICAST_SUBSCRIPTION_REQUEST}[sub.kind]
+        msg = self._message(mtype, sub.proxy, sub.provider, self.now() + ttl_ms, encode_request(req, mtype))
+        self.emit("sub.request", sid=sub.subscription_id, proxy=sub.proxy, provider=sub.provider, name=sub.name,
+                  sub_kind=sub.kind, multicast=str(sub.multicast) if sub.multicast else None, msg=msg.id, renew=renew)
+        self.runtime.route(msg)
+
+    def renew(self, reason: str) -> None:
+        """Send every live subscription's request again (``reason``: why)."""
+        for sub in list(self.subscriptions.values()):
+            self._send_request(sub, renew=reason)
 
     async def unsubscribe(self, subscription_id: str) -> None:
         sub = self.subscriptions.get(subscription_id)
@@ -296,10 +310,18 @@ class Subscriptions:
             self.runtime.trace_msg("msg.drop", msg, reason="invalid-message", detail=str(exc), field=exc.field)
             return
         future = self._replies.get(sid)
-        self.emit("sub.reply", sid=sid, outcome="unknown" if future is None else ("refused" if error else "ok"),
-                  **({"detail": error} if error else {}))
+        sub = self.subscriptions.get(sid)
+        if future is not None:
+            outcome = "refused" if error else "ok"
+        elif sub is not None and msg.sender == sub.provider:
+            outcome = "refused" if error else "renewed"
+        else:
+            outcome = "unknown"
+        self.emit("sub.reply", sid=sid, outcome=outcome, **({"detail": error} if error else {}))
         if future is not None and not future.done():
             future.set_result(error)
+        elif outcome == "refused" and sub is not None:
+            self.runtime.spawn(self._end(sub, "refused"))
 
     def _on_publication(self, msg: JoynrMessage, proxy: ProxySkeleton) -> None:
         try:
@@ -351,7 +373,11 @@ class Subscriptions:
         """Time passed: due publications go, expired subscriptions end."""
         for provider, publisher in self.publishers.items():
             self._publish(provider, publisher.tick(now, values(provider)))
-        _missed, expired = self.manager.tick(now)
+        missed, expired = self.manager.tick(now)
+        for alert in missed:
+            sub = self.subscriptions.get(alert.subscription_id)
+            if sub is not None:  # joynr tells the listener; this consumer also asks again
+                self._send_request(sub, renew="missed-publication")
         for sid in expired:
             sub = self.subscriptions.get(sid)
             if sub is not None:
@@ -362,40 +388,3 @@ class Subscriptions:
 
     def _message(self, type_: str, sender: str, recipient: str, expiry: int, payload: bytes) -> JoynrMessage:
         return JoynrMessage(type=type_, sender=sender, recipient=recipient, expiry_date_ms=expiry, payload=payload)
-
-
-def broadcast_kind(interface_name: str, broadcast: str, filter: dict[str, Any] | None) -> str:
-    """``broadcast`` (selective: request and publications) or ``multicast``: as the
-    interface declares it; for an unknown interface, a filter makes it selective."""
-    cls = INTERFACES.get(interface_name)
-    if cls is not None and broadcast in getattr(cls, "SELECTIVE_BROADCASTS", ()):
-        return "broadcast"
-    if cls is not None and broadcast in getattr(cls, "BROADCASTS", ()):
-        return "multicast"
-    return "broadcast" if filter is not None else "multicast"
-
-
-def _offers(implementation: Any, name: str, kind: str) -> bool:
-    """Whether a provider has that attribute or broadcast (its declared lists)."""
-    declared = {"attribute": "ATTRIBUTES", "broadcast": "SELECTIVE_BROADCASTS", "multicast": "BROADCASTS"}[kind]
-    return name in getattr(implementation, declared, ())
-
-
-def _filter_error(implementation: Any, name: str, flt: dict[str, Any] | None) -> str | None:
-    """Why a selective broadcast's filter parameters are refused, or None."""
-    check = getattr(implementation, f"_check_filter_{name}", None)
-    if check is None or not flt:
-        return None  # no filter: every broadcast reaches the subscriber
-    try:
-        check(flt)
-    except ValueError as exc:
-        return str(exc)
-    return None
-
-
-def _passes(implementation: Any, name: str, flt: dict[str, Any] | None, value: Any) -> bool:
-    """Whether a selective broadcast reaches a subscriber: the provider's filter decides."""
-    accept = getattr(implementation, f"_filter_{name}", None)
-    if not flt or accept is None:
-        return True
-    return bool(accept(value, flt))
