@@ -201,6 +201,7 @@ class Runtime:
 
     def _halt(self) -> None:
         self.running = False
+        self.subscriptions.arm()  # not running: the timer is cancelled
         self._unsubscribe_clock()
         for task in list(self._tasks):
             task.cancel()

@@ -66,6 +66,7 @@ SUBSCRIBE_TTL_MS = 30_000
 MULTICAST_TTL_MS = 10_000
 MAX_KEPT_VALUES = 10_000  # publications a subscription keeps for its reader; the oldest go first
 SUB_KINDS = ("attribute", "broadcast", "multicast")
+MAX_TIMER_S = 3600.0
 
 
 class SubscriptionException(JoynrRuntimeException):
@@ -137,6 +138,7 @@ class Subscriptions:
         self.publishers: dict[str, PublicationManager] = {}
         self._filters: dict[str, dict[str, Any]] = {}
         self._implementations: dict[str, Any] = {}
+        self._timer: asyncio.TimerHandle | None = None
 
     def now(self) -> int:
         return self.runtime.clock.now_ms()
@@ -194,6 +196,7 @@ class Subscriptions:
         self.runtime.route(self._message(SUBSCRIPTION_REPLY, skeleton.participant_id, msg.sender,
                                          msg.expiry_date_ms, encode_reply(req.subscription_id, error)))
         self._publish(skeleton.participant_id, due)
+        self.arm()
 
     def _on_stop(self, msg: JoynrMessage, skeleton: ProviderSkeleton) -> None:
         try:
@@ -219,6 +222,7 @@ class Subscriptions:
         implementation = self._implementations.get(provider)
         self._publish(provider, [p for p in due
                                  if passes(implementation, name, self._filters.get(p.subscription_id), value)])
+        self.arm()  # a change held back by min_interval_ms goes when the interval ends
 
     def fire(self, provider: str, broadcast: str, value: Any, partitions: tuple[str, ...] = ()) -> None:
         """A non-selective broadcast: one multicast message, routed by the router's rules."""
@@ -252,6 +256,7 @@ class Subscriptions:
         sub = Subscription(sid, proxy, provider, name, kind, qos, mid, filter)
         self.subscriptions[sid] = sub
         self.manager.register(sid, qos, self.now())
+        self.arm()
         future = asyncio.get_running_loop().create_future()
         self._replies[sid] = future
         self._send_request(sub, ttl_ms)
@@ -369,6 +374,25 @@ class Subscriptions:
                 return True
         return False
 
+    def arm(self) -> None:
+        """Wake up when the next publication, alert or expiry is due (the managers say
+        when), not only at the runtime's purge interval: a keep-alive of 200 ms is kept."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        dues = [p.next_due() for p in self.publishers.values()] + [self.manager.next_due()]
+        due = min((d for d in dues if d is not None), default=None)
+        if due is None or not self.runtime.running:
+            return
+        delay_s = max(0, due - self.now()) / 1000
+        if delay_s <= MAX_TIMER_S:  # farther: the purge interval and a clock advance come first
+            self._timer = asyncio.get_running_loop().call_later(delay_s, self._wake)
+
+    def _wake(self) -> None:
+        self._timer = None
+        if self.runtime.running and self.runtime.subscriptions is self:  # not a crashed incarnation's
+            self.tick(self.now(), self.runtime._attribute_values)
+
     def tick(self, now: int, values: Callable[[str], dict[str, Any]]) -> None:
         """Time passed: due publications go, expired subscriptions end."""
         for provider, publisher in self.publishers.items():
@@ -382,6 +406,7 @@ class Subscriptions:
             sub = self.subscriptions.get(sid)
             if sub is not None:
                 self.runtime.spawn(self._end(sub, "expired"))
+        self.arm()
 
     def multicast_receivers(self) -> list[tuple[MulticastId, str]]:
         return [(s.multicast, s.proxy) for s in self.subscriptions.values() if s.multicast is not None]

@@ -153,6 +153,8 @@ class Step:
         if k == "expect_publications":
             if a.get("values") is not None:
                 want = f"values {list(thaw(a['values']))}"
+            elif "last" in a and a.get("count") is None and a.get("at_least") is None:
+                want = f"latest {thaw(a['last'])!r}"
             else:
                 want = f"{a['count']}" if a.get("count") is not None else f"at least {a['at_least']}"
             return f"expect publications {a['subscription']}: {want}"

@@ -3,6 +3,7 @@ expect_publications, carried out by the ``ScenarioRunner`` they are part of."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
 from typing import Any
 
@@ -53,6 +54,9 @@ class SubscriptionSteps:
 
     async def _step_expect_publications(self, a: Mapping[str, Any]) -> None:
         proxy, subscription = self._subscription(a["subscription"])
+        if "last" in a and a.get("count") is None and a.get("at_least") is None and a.get("values") is None:
+            await self._expect_last(a, proxy, subscription)
+            return
         want = list(thaw(a["values"])) if a.get("values") is not None else None
         exact = a.get("at_least") is None
         count = len(want) if want is not None else a["count"] if exact else a["at_least"]
@@ -67,3 +71,20 @@ class SubscriptionSteps:
         if want is None and exact and len(values) != count:
             raise StepFailed(f"subscription {a['subscription']}: {len(values)} publications, expected {count}: "
                              f"{values!r}")
+
+    async def _expect_last(self, a: Mapping[str, Any], proxy: Proxy, subscription: Any) -> None:
+        """Until the latest publication is the value wanted: one more at a time, within
+        the step's bound."""
+        want = thaw(a["last"])
+        deadline = asyncio.get_running_loop().time() + a["timeout_ms"] / 1000
+        values = list(subscription.values)
+        while not values or values[-1] != want:
+            left = deadline - asyncio.get_running_loop().time()
+            if left <= 0:
+                raise StepFailed(f"subscription {a['subscription']}: latest value {values[-1:]!r}, expected "
+                                 f"{want!r} within {a['timeout_ms']} ms: {values[-10:]!r}",
+                                 self._context(proxy.provider_participant_id))
+            try:
+                values = await subscription.wait_for(len(values) + 1, left)
+            except TimeoutError:
+                values = list(subscription.values)
