@@ -142,10 +142,17 @@ class Subscriptions:
         elif kind == "broadcast":
             error = filter_error(skeleton.implementation, req.name, req.filter)
         outcome = "refused" if error else "added"
+        holder = None
         if error is None and kind != "multicast":
             assert publisher is not None
-            if req.subscription_id in publisher.subscriptions():
-                outcome = "replaced"
+            holder = publisher.subscriptions().get(req.subscription_id)
+            if holder is not None:
+                outcome = "replaced"  # joynr's update: the same subscriber, the same id
+        if error is None and kind != "multicast" and holder is not None and holder[0] != msg.sender:
+            # Another participant's id: taking it over would steal that subscriber's publications.
+            error, outcome = f"subscription id {req.subscription_id!r} belongs to another subscriber", "refused"
+        if error is None and kind != "multicast":
+            assert publisher is not None
             current = getattr(skeleton.implementation, req.name, None) if kind == "attribute" else None
             try:
                 due = publisher.add(req.subscription_id, msg.sender, req.name,
