@@ -1,14 +1,17 @@
 """The routes a subscription request teaches: its subscriber's publications come long after
 the request expired, so the route lives as long as the subscription (the router does not
-read it: it does not expire); a plain request's route lives as long as the request."""
+read it: it does not expire); a plain request's route lives as long as the request. And why
+a cluster controller withholds a multicast from its backends."""
 
 from __future__ import annotations
 
 import pytest
 
+from joynr_sim.core.actions import Send, Withhold
 from joynr_sim.core.address import MqttAddress, WebSocketClientAddress
 from joynr_sim.core.message import (
     BROADCAST_SUBSCRIPTION_REQUEST,
+    MULTICAST,
     MULTICAST_SUBSCRIPTION_REQUEST,
     REQUEST,
     SUBSCRIPTION_REQUEST,
@@ -45,3 +48,21 @@ def test_a_libjoynr_runtime_reaches_a_subscriber_through_its_cluster_controller(
     lib.receive(message(type_), "ws")
     entry = lib.table.lookup("proxy")
     assert entry is not None and entry.address == CC_WS  # its reply need not ask the cluster controller
+
+
+@pytest.mark.parametrize("via, entry, republish, withheld", [
+    ("mqtt", RoutingEntry(MqttAddress("gbid1", "cc2"), True, 2**62), False, ["received-from-backend"]),
+    ("mqtt", RoutingEntry(MqttAddress("gbid1", "cc2"), True, 2**62), True, []),  # the echoing rule set
+    ("ws", RoutingEntry(WebSocketClientAddress("lib1"), False, 2**62), False, ["provider-not-visible"]),
+    ("ws", RoutingEntry(WebSocketClientAddress("lib1"), True, 2**62), False, []),
+    ("ws", None, False, ["provider-unknown"]),
+])
+def test_a_cluster_controller_says_why_it_withholds_a_multicast(via, entry, republish, withheld):
+    cc = cc_router(republish_received_multicasts=republish)
+    if entry is not None:
+        cc.table.put("prov", entry, "registration")
+    fired = message(MULTICAST, to="prov/incremented", sender="prov")
+    actions = cc.receive(fired, via, "gbid1" if via == "mqtt" else None, source="lib1" if via == "ws" else None)
+    assert [a.reason for a in actions if isinstance(a, Withhold)] == withheld
+    published = [a for a in actions if isinstance(a, Send) and isinstance(a.address, MqttAddress)]
+    assert bool(published) == (not withheld)

@@ -90,6 +90,8 @@ async def test_local_provider_not_published_to_the_backend(tmp_path):
     assert not events(tmp_path, "mc.subscribe")
     (fire,) = events(tmp_path, "mc.fire")
     assert fire["visible"] is False
+    (withheld,) = events(tmp_path, "mc.withhold", rt="cc1")
+    assert (withheld["msg"], withheld["reason"]) == (fire["msg"], "provider-not-visible")
     check_schema(tmp_path)
 
 
@@ -133,4 +135,6 @@ async def test_a_received_multicast_is_never_published_again(tmp_path, republish
         assert events(tmp_path, "msg.drop", rt="consumer", type="m", reason="duplicate")
     else:
         assert echoed == []
+        # cc1 said why it did not publish what it received
+        assert {e["reason"] for e in events(tmp_path, "mc.withhold", rt="cc1")} == {"received-from-backend"}
     check_schema(tmp_path)

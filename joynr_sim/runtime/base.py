@@ -35,6 +35,7 @@ from ..core.actions import (
     Send,
     Subscribe,
     Unsubscribe,
+    Withhold,
 )
 from ..core.address import Address, InProcessAddress, describe, type_name
 from ..core.discovery import (
@@ -281,6 +282,8 @@ class Runtime:
                 self._spawn(self._resolving(action.participant_id))
             elif isinstance(action, Reject):
                 self._reply(action.msg, None, ProviderRuntimeException(f"not permitted: {action.detail}"))
+            elif isinstance(action, Withhold):
+                self.emit("mc.withhold", msg=action.msg.id, multicast=action.msg.recipient, reason=action.reason)
             elif isinstance(action, (Subscribe, Unsubscribe)):
                 self._multicast_topic(action.gbid, action.topic, isinstance(action, Subscribe))
             elif not isinstance(action, LearnRoute):  # the table's listener traced the put
