@@ -141,3 +141,31 @@ def test_a_publication_for_no_live_subscription_is_late():
     proxy = ProxySkeleton("px", "joynrsim/Counter", "counter")
     hub.dispatch(JoynrMessage(PUBLICATION, "counter", "px", NOW + 1, encode_publication("gone", 5)), proxy)
     assert [f["outcome"] for ev, f in runtime.events if ev == "sub.publication"] == ["late"]
+
+
+async def test_the_routing_provider_refuses_a_hostile_multicast_receiver():
+    from joynr_sim.runtime.cluster_controller import RoutingProvider
+
+    added = []
+
+    class Routes:
+        table = None
+
+        async def add_multicast_receiver(self, mid, receiver):
+            added.append((str(mid), receiver))
+
+        async def remove_multicast_receiver(self, mid, receiver):
+            added.remove((str(mid), receiver))
+
+    provider = RoutingProvider(Routes())
+    await provider.addMulticastReceiver("prov/incremented/+", "proxy", "prov")
+    for args, words in [
+        (("prov/incremented", 5, "prov"), "subscriberParticipantId"),
+        (("prov/incremented", "", "prov"), "subscriberParticipantId"),
+        (("other/incremented", "proxy", "prov"), "is not a multicast of provider"),
+        (("prov/incremented/a/*/b", "proxy", "prov"), "'*' may only end"),
+        ((["prov"], "proxy", "prov"), "multicastId"),
+    ]:
+        with pytest.raises(ValueError, match=words):
+            await provider.addMulticastReceiver(*args)
+    assert added == [("prov/incremented/+", "proxy")]

@@ -20,6 +20,7 @@ from ..core.address import (
     from_json,
 )
 from ..core.discovery import DiscoveryEntry
+from ..core.limits import InvalidField, check_id
 from ..core.links import LinkRegistry
 from ..core.message import MULTICAST, JoynrMessage, encode
 from ..core.multicast import MulticastError, MulticastId, parse
@@ -76,12 +77,12 @@ class RoutingProvider:
     async def addMulticastReceiver(self, multicastId: str, subscriberParticipantId: str,
                                    providerParticipantId: str) -> None:
         mid = self._multicast(multicastId, providerParticipantId)
-        await self._routes.add_multicast_receiver(mid, subscriberParticipantId)
+        await self._routes.add_multicast_receiver(mid, _participant(subscriberParticipantId))
 
     async def removeMulticastReceiver(self, multicastId: str, subscriberParticipantId: str,
                                       providerParticipantId: str) -> None:
         mid = self._multicast(multicastId, providerParticipantId)
-        await self._routes.remove_multicast_receiver(mid, subscriberParticipantId)
+        await self._routes.remove_multicast_receiver(mid, _participant(subscriberParticipantId))
 
     @staticmethod
     def _multicast(multicast_id: object, provider: object) -> MulticastId:
@@ -95,6 +96,13 @@ class RoutingProvider:
 
     def resolveNextHop(self, participantId: str) -> bool:
         return participantId in self._routes.table
+
+
+def _participant(value: object) -> str:
+    try:
+        return check_id(value, "subscriberParticipantId")
+    except InvalidField as exc:
+        raise ValueError(str(exc)) from None
 
 
 class CcAddresses:
