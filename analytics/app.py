@@ -26,7 +26,7 @@ EXIT_CLEAN, EXIT_VIOLATIONS, EXIT_UNUSABLE = 0, 1, 2
 # The registry's names, here so the parser needs no Spark import (a test keeps them equal).
 CHECK_NAMES = (
     "routing-loop", "overwrite-violation", "lost-message",
-    "gcd-consistency", "link-uniqueness", "takeover-storm",
+    "gcd-consistency", "link-uniqueness", "takeover-storm", "multicast",
 )
 
 

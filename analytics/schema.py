@@ -42,6 +42,8 @@ COLUMNS = (
     "window_ms",
     # life.*, step
     "target_kind", "own_topics", "port", "index", "name",
+    # sub.*, mc.*
+    "sid", "provider", "visible",
 )
 
 _PRIMITIVES: dict[str, T.DataType] = {

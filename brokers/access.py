@@ -9,7 +9,11 @@ about another's, and the broker can check a password without a list of clients:
 - a client (a cluster controller, a GCD instance, a test's outsider) may subscribe only
   within its own prefix ``<client id>/#`` (joynr subscribes to ``<topic>/#`` with topic =
   client id) and publish only to unicast topics ``<any topic>/low``, another cluster
-  controller's or the GCD's (``discoverydirectory_channelid/low``);
+  controller's or the GCD's (``discoverydirectory_channelid/low``); and subscribe and publish
+  to multicast topics ``MULTICAST_PREFIX<provider>/<broadcast>[/<partition>...]`` (joynr's
+  multicast topic: a configured prefix, then the multicast id; the prefix is one no client
+  id can own, and a multicast topic has at least three levels, so it is never a unicast
+  topic and never within a client's own prefix);
 - the administrative user ``ADMIN_USERNAME`` is the simulator's own: any client id, any topic.
 
 Client ids starting with ``RESERVED_PREFIX`` are the broker set's own (its probes).
@@ -26,6 +30,9 @@ ADMIN_USERNAME = RESERVED_PREFIX + "admin"
 PROBE_USERNAME = RESERVED_PREFIX + "probe"
 # joynr's unicast topic is "<topic>/low" (joynr_sim.transport.mqtt.unicast_topic).
 UNICAST_LEVEL = "low"
+# joynr's multicast topic prefix (joynr.messaging.mqtt.topicprefix.multicast); reserved, so
+# no client's own prefix holds the multicasts (joynr_sim.transport.mqtt.multicast_topic).
+MULTICAST_PREFIX = RESERVED_PREFIX + "multicast/"
 MAX_CLIENT_ID_BYTES = 65535  # an MQTT string (MQTT 3.1.1 section 1.5.3)
 _FORBIDDEN = {
     "/": "a topic level separator: the client's own prefix must be one topic level",
@@ -103,7 +110,8 @@ def admitted(secret: str, username: str | None, given: str | None, client_id: st
 def grants(username: str) -> tuple[Grant, ...]:
     if username == ADMIN_USERNAME:
         return (Grant("readwrite", "#"),)
-    return (Grant("read", f"{username}/#"), Grant("write", f"+/{UNICAST_LEVEL}"))
+    return (Grant("read", f"{username}/#"), Grant("write", f"+/{UNICAST_LEVEL}"),
+            Grant("readwrite", f"{MULTICAST_PREFIX}+/+/#"))
 
 
 def may_subscribe(username: str, topic_filter: str) -> bool:

@@ -74,7 +74,7 @@ def test_report_junit_and_slices(spark, tmp_path):
     assert report["exit_status"] == 1 and report["violations"] == 1
     checks = {c["name"]: c for c in report["checks"]}
     assert list(checks) == ["routing-loop", "overwrite-violation", "lost-message",
-                            "gcd-consistency", "link-uniqueness", "takeover-storm"]
+                            "gcd-consistency", "link-uniqueness", "takeover-storm", "multicast"]
     ow = checks["overwrite-violation"]
     assert ow["status"] == "fail" and ow["violations"] == 1 and ow["events_scanned"] == 1
     assert ow["description"] and ow["seeds"].startswith("000")
@@ -89,7 +89,7 @@ def test_report_junit_and_slices(spark, tmp_path):
 
     suite = ET.parse(junit).getroot().find("testsuite")
     cases = {c.get("name"): c for c in suite.findall("testcase")}
-    assert suite.get("tests") == "6" and suite.get("failures") == "1"
+    assert suite.get("tests") == "7" and suite.get("failures") == "1"
     failure = cases["overwrite-violation"].find("failure")
     assert failure is not None and "bad/cc-1/0" in failure.text
     assert cases["routing-loop"].find("failure") is None

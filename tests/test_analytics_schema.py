@@ -33,6 +33,7 @@ PINNED = [
     ("window_ms", _L),
     ("target_kind", _S), ("own_topics", T.ArrayType(_S)), ("port", _I),
     ("index", _I), ("name", _S),
+    ("sid", _S), ("provider", _S), ("visible", _B),
 ]
 
 

@@ -116,7 +116,8 @@ def test_credentials_refuse_a_client_id_the_model_cannot_confine(tmp_path: Path,
 
 
 def test_mosquitto_acl_section_is_the_models_grants() -> None:
-    assert acl_section("cc1") == "user cc1\ntopic read cc1/#\ntopic write +/low\n"
+    assert acl_section("cc1") == ("user cc1\ntopic read cc1/#\ntopic write +/low\n"
+                                  "topic readwrite joynr-sim-multicast/+/+/#\n")
     assert acl_section(access.ADMIN_USERNAME) == "user joynr-sim-admin\ntopic readwrite #\n"
 
 

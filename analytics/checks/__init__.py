@@ -12,6 +12,7 @@ from .base import Check, CheckContext, CheckOutput
 from .gcd_consistency import CHECK as GCD_CONSISTENCY
 from .link_uniqueness import CHECK as LINK_UNIQUENESS
 from .lost_message import CHECK as LOST_MESSAGE
+from .multicast import CHECK as MULTICAST
 from .overwrite import CHECK as OVERWRITE_VIOLATION
 from .routing_loop import CHECK as ROUTING_LOOP
 from .takeover_storm import CHECK as TAKEOVER_STORM
@@ -25,6 +26,7 @@ CHECKS: dict[str, Check] = {
         GCD_CONSISTENCY,
         LINK_UNIQUENESS,
         TAKEOVER_STORM,
+        MULTICAST,
     )
 }
 

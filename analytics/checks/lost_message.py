@@ -10,7 +10,8 @@ trace event"; 000 scenarios: a crashed provider or cluster controller is the onl
   ``msg.deliver`` with the same ``msg`` and ``rt``).
 - ``vanished-hop``: every ``msg.out`` via ``mqtt`` or ``ws`` reaches the next hop: a
   ``msg.in`` or a recorded drop of the same ``msg`` and ``hops``, at the receiver or the
-  sender (a send the transport refused).
+  sender (a send the transport refused). A multicast published to a backend is not a hop:
+  its topic may have no subscriber.
 
 What excuses a loss (``messages.excused``): a crash or stop that came while the message
 could still have been delivered — at or after it was last seen, not after its expiry
@@ -46,6 +47,7 @@ from .messages import (
 )
 
 _HOP = ["run", "msg", "hops", "rt"]
+MULTICAST = "m"
 
 
 def _topic(target: str | Column) -> Column:
@@ -55,10 +57,12 @@ def _topic(target: str | Column) -> Column:
 def _lost_hops(ctx: CheckContext) -> DataFrame:
     """Every network send of a hop count that never arrived: (run, msg, hops, rt) of the
     sender, with when it was sent, its expiry and whether the message was seen further on."""
-    msgs = per_message(ctx).select("run", "msg", "max_hops", "exp", "to")
+    msgs = per_message(ctx).select("run", "msg", "max_hops", "exp", "to", "type")
+    # A multicast published to a backend reaches whoever subscribed its topic: maybe nobody.
+    fan_out = (F.col("type") == MULTICAST) & (F.col("out.via") == "mqtt")
     return ctx.shared("lost-hops", lambda: (
         per_hop(ctx).filter(F.col("arrived") == 0)
-        .join(msgs, ["run", "msg"])
+        .join(msgs, ["run", "msg"]).filter(~fan_out)
         .select(
             "run", "msg", "hops", F.col("out.rt").alias("rt"), F.col("out.seq").alias("seq"),
             F.col("out.ts").alias("ts"), F.col("out.target").alias("target"),
@@ -195,7 +199,11 @@ def _lost_requests(ctx: CheckContext, hop_excused: DataFrame, ends_: DataFrame) 
 
 
 def _duplicates(ctx: CheckContext) -> DataFrame:
-    twice = per_runtime(ctx).filter(F.col("deliveries") >= 2).select("run", "msg", "rt", "deliveries")
+    # A multicast is delivered once to each of a runtime's receivers: the multicast check
+    # judges it per subscription (duplicate-publication).
+    multicasts = per_message(ctx).filter(F.col("type") == MULTICAST).select("run", "msg")
+    twice = (per_runtime(ctx).filter(F.col("deliveries") >= 2).select("run", "msg", "rt", "deliveries")
+             .join(multicasts, ["run", "msg"], "left_anti"))
     delivered = (
         message_events(ctx).filter(is_("msg.deliver"))
         .join(F.broadcast(twice), ["run", "msg", "rt"])

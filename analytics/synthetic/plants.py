@@ -223,5 +223,33 @@ class Plants:
             prev = conn
 
 
+    def plant_multicast(self, j: int) -> None:
+        w = self.w
+        prov, mid = f"mprov-{j}", f"mprov-{j}/incremented"
+        topic = f"g-a/joynr-sim-multicast/{mid}"
+        # echoed: cc-1 publishes what it received and gets it back (a routing loop as well)
+        m = f"echo{j}"
+        w.msg("cc-0", "msg.out", m, "m", prov, mid, 2, None, "mqtt", "g-a", topic, "Mqtt")
+        w.msg("cc-1", "msg.in", m, "m", prov, mid, 2, None, "mqtt", "g-a")
+        w.msg("cc-1", "msg.out", m, "m", prov, mid, 3, None, "mqtt", "g-a", topic, "Mqtt")
+        w.msg("cc-1", "msg.in", m, "m", prov, mid, 3, None, "mqtt", "g-a")
+        w.plant("multicast", m, "cc-1")
+        w.plant("routing-loop", m)
+        # one publication handed twice to one subscription; once each to two is no violation
+        for sid in ("s1", "s1", "s2"):
+            w.emit("lib-1", "sub.publication", f'"sid":"{sid}-{j}","msg":"pub{j}","outcome":"delivered"')
+        w.plant("multicast", "lib-1", f"s1-{j}", f"pub{j}")
+        # a provider that is not globally visible, its multicast published all the same
+        m = f"leak{j}"
+        w.emit("lib-0", "mc.fire", f'"multicast":"{mid}","provider":"{prov}","msg":"{m}","visible":false')
+        w.msg("cc-0", "msg.out", m, "m", prov, mid, 2, None, "mqtt", "g-a", topic, "Mqtt")
+        w.plant("multicast", m)
+        # look-alikes: a visible provider's multicast published once and received elsewhere
+        m = f"fine{j}"
+        w.emit("lib-0", "mc.fire", f'"multicast":"{mid}","provider":"{prov}","msg":"{m}","visible":true')
+        w.msg("cc-0", "msg.out", m, "m", prov, mid, 2, None, "mqtt", "g-a", topic, "Mqtt")
+        w.msg("cc-2", "msg.in", m, "m", prov, mid, 2, None, "mqtt", "g-a")
+
+
 PLANTS = ("plant_loop", "plant_overwrites", "plant_lost", "plant_late", "plant_gcd", "plant_links",
-          "plant_crash")
+          "plant_crash", "plant_multicast")

@@ -17,7 +17,7 @@ HOP_LIMIT = 8
 KIND = {"cc": "cluster-controller", "lib": "libjoynr", "gcd": "gcd", "broker": "broker",
         "runner": "runner"}
 CHECK_NAMES = ("routing-loop", "overwrite-violation", "lost-message", "gcd-consistency",
-               "link-uniqueness", "takeover-storm")
+               "link-uniqueness", "takeover-storm", "multicast")
 
 
 def q(value: str | None) -> str:

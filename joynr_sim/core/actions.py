@@ -12,6 +12,7 @@
                traced by its own listener)
     Subscribe  subscribe to an MQTT topic (filter) on a backend: a multicast's receivers
     Unsubscribe  the last receiver of that multicast went
+    Withhold   a multicast is not published to the backends, and why (``mc.withhold``)
 """
 
 from __future__ import annotations
@@ -98,7 +99,14 @@ class Unsubscribe:
     topic: str
 
 
-Action = Received | Send | Deliver | Queue | Resolve | Drop | Reject | LearnRoute | Subscribe | Unsubscribe
+@dataclass(frozen=True)
+class Withhold:
+    msg: JoynrMessage
+    reason: str  # received-from-backend | provider-not-visible | provider-unknown
+
+
+Action = (Received | Send | Deliver | Queue | Resolve | Drop | Reject | LearnRoute | Subscribe | Unsubscribe
+          | Withhold)
 
 def via_of(address: Address) -> str:
     """The transport an address is reached over, as the trace names it."""

@@ -30,7 +30,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .actions import Action, Deliver, Drop, Send, Subscribe, Unsubscribe
+from .actions import Action, Deliver, Drop, Send, Subscribe, Unsubscribe, Withhold
 from .address import InProcessAddress, MqttAddress, WebSocketAddress, WebSocketClientAddress
 from .limits import DEFAULT_LIMITS, InvalidField, WireLimits, check_id, preview
 from .memory import BoundedMemory
@@ -248,8 +248,10 @@ class MulticastRouting:
             # goes back never.
             return [Send(msg, self.parent)] if via != "ws" and self.parent is not None else []
         if via == "mqtt" and not self.republish_received:
-            return []
+            return [Withhold(msg, "received-from-backend")]
         provider = self.table.lookup(fired.provider)
-        if provider is None or not provider.is_globally_visible:
-            return []
+        if provider is None:
+            return [Withhold(msg, "provider-unknown")]
+        if not provider.is_globally_visible:
+            return [Withhold(msg, "provider-not-visible")]
         return [Send(msg, MqttAddress(gbid, fired.topic())) for gbid in self.gbids]

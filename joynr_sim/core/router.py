@@ -63,6 +63,16 @@ MEMORY = 100_000  # delivered ids and (id, hops) pairs kept for duplicate detect
 REQUEST_TYPES = frozenset(
     {REQUEST, SUBSCRIPTION_REQUEST, BROADCAST_SUBSCRIPTION_REQUEST, MULTICAST_SUBSCRIPTION_REQUEST}
 )
+# A subscriber's publications come long after its request expired: the route its request
+# taught lives as long as the subscription, which the router does not read, so it does not
+# expire (joynr keeps it for the subscription's life; the policy may still replace it).
+SUBSCRIBER_ROUTE_EXPIRY_MS = 2**62
+
+
+def learned_expiry(msg: JoynrMessage) -> int:
+    if msg.type in (SUBSCRIPTION_REQUEST, BROADCAST_SUBSCRIPTION_REQUEST):
+        return SUBSCRIBER_ROUTE_EXPIRY_MS
+    return msg.expiry_date_ms
 CALL_TYPES = REQUEST_TYPES | {ONE_WAY}
 
 # What a cluster controller does with a libjoynr runtime's routes when its connection goes.
@@ -277,12 +287,12 @@ class CcMessageRouter(MessageRouter):
         if via == "ws" and source is not None and msg.sender not in self.table:
             # A local sender not announced through the routing provider (yet): its reply
             # goes back on the connection the request came from.
-            entry = RoutingEntry(WebSocketClientAddress(source), False, msg.expiry_date_ms)
+            entry = RoutingEntry(WebSocketClientAddress(source), False, learned_expiry(msg))
             return [self._learn_route(msg.sender, entry)]
         if via == "mqtt" and gbid is not None and isinstance(msg.reply_to, MqttAddress):
             # The sender is reachable on the backend the request came from, whatever broker
             # the replyTo names; the route lives as long as the request.
-            entry = RoutingEntry(MqttAddress(gbid, msg.reply_to.topic), True, msg.expiry_date_ms)
+            entry = RoutingEntry(MqttAddress(gbid, msg.reply_to.topic), True, learned_expiry(msg))
             return [self._learn_route(msg.sender, entry)]
         return []
 
@@ -361,9 +371,9 @@ class LibJoynrMessageRouter(MessageRouter):
         return [Drop(m, "expired") for m in expired]
 
     def _learn(self, msg: JoynrMessage, via: str, gbid: str | None, source: str | None) -> list[Action]:
-        if msg.type == REQUEST and msg.sender not in self.table:
+        if msg.type in REQUEST_TYPES and msg.sender not in self.table:
             # Everything outside this runtime is reached through the cluster controller.
-            return [self._learn_route(msg.sender, RoutingEntry(self.parent, False, msg.expiry_date_ms))]
+            return [self._learn_route(msg.sender, RoutingEntry(self.parent, False, learned_expiry(msg)))]
         return []
 
     def _next_hop(self, msg: JoynrMessage, address: Address) -> list[Action]:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -23,18 +24,20 @@ from ..clock import SimClock
 from ..core.address import Address, WebSocketAddress, WebSocketClientAddress, to_dict
 from ..core.discovery import DiscoveryScope
 from ..core.routing import Origin, PutResult, RoutingEntry
+from ..core.subscriptions import SubscriptionQos
 from ..runtime.base import DEFAULT_TTL_MS
 from ..runtime.cluster_controller import CcAddresses, ClusterController, routing_provider_participant_id
 from ..runtime.libjoynr import LibjoynrRuntime
 from ..runtime.mqtt_endpoint import BrokerDirectory
 from ..runtime.participants import INTERFACES, ProviderSkeleton
+from ..runtime.subscriptions import SUBSCRIBE_TTL_MS
 from ..trace import TraceWriter
 from .host import check_options
 from .process import HostGone, HostPool, HostProcess
 from .protocol import entry_from_wire, entry_to_wire, put_result_from_wire
+from .remote_subscription import CALL_SLACK_S, RemoteSubscription
 
 START_TIMEOUT_S = 60.0
-CALL_SLACK_S = 10.0  # beyond a call's TTL: the host answers a timeout itself
 
 
 class RemoteTable:
@@ -88,6 +91,24 @@ class RemoteProxy:
 
     def one_way(self, method: str, *params: Any, ttl_ms: int = DEFAULT_TTL_MS) -> str:
         return self.runtime.one_way(self.participant_id, self.provider_participant_id, method, list(params), ttl_ms)
+
+    async def subscribe_attribute(self, attribute: str, qos: SubscriptionQos | None = None) -> RemoteSubscription:
+        return await self._subscribe("attribute", attribute, qos, None, ())
+
+    async def subscribe_broadcast(self, broadcast: str, qos: SubscriptionQos | None = None, *,
+                                  filter: dict[str, Any] | None = None,
+                                  partitions: tuple[str, ...] = ()) -> RemoteSubscription:
+        return await self._subscribe("broadcast", broadcast, qos, filter, partitions)
+
+    async def _subscribe(self, kind: str, name: str, qos: SubscriptionQos | None, flt: dict[str, Any] | None,
+                         partitions: tuple[str, ...]) -> RemoteSubscription:
+        qos = (qos or SubscriptionQos("on-change")).check()
+        sid = await self.runtime._ask("subscribe", SUBSCRIBE_TTL_MS / 1000 + CALL_SLACK_S, proxy=self.participant_id,
+                                      name=name, kind=kind, qos=asdict(qos), filter=flt, partitions=list(partitions))
+        return RemoteSubscription(self.runtime, sid, self.participant_id, self.provider_participant_id, name)
+
+    async def unsubscribe(self, subscription_id: str) -> None:
+        await self.runtime._ask("unsubscribe", subscription_id=subscription_id)
 
 
 class RemoteRuntime:
@@ -231,6 +252,9 @@ class RemoteRuntime:
     async def unregister_provider(self, participant_id: str) -> None:
         await self._ask("unregister_provider", participant_id=participant_id)
         self.providers.pop(participant_id, None)
+
+    async def invoke_provider(self, participant_id: str, method: str, params: list[Any]) -> Any:
+        return await self._ask("invoke_provider", participant_id=participant_id, method=method, params=list(params))
 
     async def create_proxy(
         self, interface_name: str, provider_participant_id: str, is_globally_visible: bool = False

@@ -24,10 +24,18 @@ from typing import Any
 from ..clock import SimClock
 from ..core.address import AddressError, WebSocketAddress, from_dict
 from ..core.routing import Origin
-from ..runtime.base import Runtime
+from ..core.subscription_wire import (
+    SubscriptionPayloadError,
+    check_filter,
+    check_name,
+    check_partitions,
+    qos_from_dict,
+)
+from ..runtime.base import Proxy, Runtime
 from ..runtime.cluster_controller import ClusterController
 from ..runtime.libjoynr import LibjoynrRuntime
 from ..runtime.participants import INTERFACES
+from ..runtime.subscriptions import Subscription
 from .protocol import ProtocolError, entry_from_wire, entry_to_wire, put_result_to_wire
 
 KINDS = {"cluster-controller": ClusterController, "libjoynr": LibjoynrRuntime}
@@ -35,6 +43,7 @@ KINDS = {"cluster-controller": ClusterController, "libjoynr": LibjoynrRuntime}
 _RESERVED = {"self", "cc_id", "gbids", "brokers", "runtime_id", "provisioned", "link_registry", "cc_address",
              "token", "run_dir", "run_id", "clock", "policy", "max_hops", "seed", "incarnation", "kwargs"}
 _SCALARS = (bool, int, float, str, type(None))
+MAX_AWAIT_MS = 600_000  # the longest a runner may wait for publications in one request
 
 _COMMON = {"run_dir": (str,), "run_id": (str,), "policy": (str,), "max_hops": (int,), "seed": (int, type(None)),
            "incarnation": (int,), "options": (dict,)}
@@ -121,6 +130,9 @@ class Host:
     def __init__(self, clock: SimClock) -> None:
         self.clock = clock
         self.runtimes: dict[str, Runtime] = {}
+        # The subscriptions made through this host, by runtime and id: their publications
+        # stay readable after they ended.
+        self.subscriptions: dict[tuple[str, str], Subscription] = {}
 
     def _runtime(self, args: Mapping[str, Any]) -> Runtime:
         try:
@@ -203,6 +215,8 @@ class Host:
         if op == "unregister_provider":
             await runtime.unregister_provider(args["participant_id"])
             return None
+        if op == "invoke_provider":
+            return await runtime.invoke_provider(args["participant_id"], args["method"], args["params"])
         if op in ("create_proxy", "discover_proxy"):
             if op == "create_proxy":
                 proxy = await runtime.create_proxy(args["interface"], args["provider"], args["visible"])
@@ -217,11 +231,48 @@ class Host:
                                          args["ttl_ms"], gbid=args["gbid"])
         if op == "one_way":
             return runtime.one_way(args["sender"], args["recipient"], args["method"], args["params"], args["ttl_ms"])
+        if op in ("subscribe", "unsubscribe", "await_publications", "publications"):
+            return await self._subscriptions(runtime, op, args)
         if op in ("cut", "heal"):
             cc = self._cc(args)
             await (cc.cut(args["gbid"]) if op == "cut" else cc.heal(args["gbid"]))
             return None
         return self._table(runtime, op, args)
+
+    async def _subscriptions(self, runtime: Runtime, op: str, args: dict[str, Any]) -> Any:
+        if op == "subscribe":
+            skeleton = runtime.proxies.get(args["proxy"])
+            if skeleton is None:
+                raise ProtocolError(f"subscribe.proxy: no proxy {args['proxy']!r} in {runtime.runtime_id!r}")
+            try:
+                name = check_name(args["name"])
+                qos = qos_from_dict(args["qos"])
+                flt = check_filter(args["filter"])
+                partitions = check_partitions(args["partitions"])
+            except SubscriptionPayloadError as exc:
+                raise ProtocolError(f"subscribe.{exc.field}: {exc}") from None
+            proxy = Proxy(runtime, skeleton)
+            if args["kind"] == "attribute":
+                if flt is not None or partitions:
+                    raise ProtocolError("subscribe: an attribute subscription has no filter or partitions")
+                sub = await proxy.subscribe_attribute(name, qos)
+            elif args["kind"] == "broadcast":
+                sub = await proxy.subscribe_broadcast(name, qos, filter=flt, partitions=partitions)
+            else:
+                raise ProtocolError(f"subscribe.kind: expected attribute or broadcast, got {args['kind']!r}")
+            self.subscriptions[(runtime.runtime_id, sub.subscription_id)] = sub
+            return sub.subscription_id
+        sub = self.subscriptions.get((runtime.runtime_id, args["subscription_id"]))
+        if sub is None:
+            raise KeyError(f"subscription_id: no subscription {args['subscription_id']!r} in {runtime.runtime_id!r}")
+        if op == "unsubscribe":
+            await runtime.subscriptions.unsubscribe(sub.subscription_id)
+            return None
+        if op == "await_publications":
+            if args["count"] < 0 or not 0 <= args["timeout_ms"] <= MAX_AWAIT_MS:
+                raise ProtocolError(f"await_publications: count from 0, timeout_ms 0..{MAX_AWAIT_MS}")
+            await sub.wait_for(args["count"], args["timeout_ms"] / 1000)
+        return {"values": list(sub.values), "ended": sub.ended}
 
     def _table(self, runtime: Runtime, op: str, args: dict[str, Any]) -> Any:
         if op == "table_lookup":

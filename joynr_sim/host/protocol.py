@@ -36,6 +36,7 @@ from ..core.errors import (
 )
 from ..core.routing import PutResult, RoutingEntry
 from ..runtime.base import DiscoveryException
+from ..runtime.subscriptions import SubscriptionException
 
 VERSION = 1
 MAX_FRAME_BYTES = 8 * 1024 * 1024  # above the largest joynr frame a runtime accepts
@@ -73,6 +74,14 @@ OPS: dict[str, dict[str, tuple[type, ...]]] = {
         "runtime": (str,), "sender": (str,), "recipient": (str,), "method": (str,), "params": (list,),
         "ttl_ms": (int,),
     },
+    "subscribe": {
+        "runtime": (str,), "proxy": (str,), "name": (str,), "kind": (str,), "qos": (dict,),
+        "filter": (dict, type(None)), "partitions": (list,),
+    },
+    "unsubscribe": {"runtime": (str,), "subscription_id": (str,)},
+    "invoke_provider": {"runtime": (str,), "participant_id": (str,), "method": (str,), "params": (list,)},
+    "await_publications": {"runtime": (str,), "subscription_id": (str,), "count": (int,), "timeout_ms": (int,)},
+    "publications": {"runtime": (str,), "subscription_id": (str,)},
     "table_lookup": {"runtime": (str,), "participant_id": (str,), "gbid": _OPT_STR},
     "table_put": {"runtime": (str,), "participant_id": (str,), "entry": (dict,), "origin": (str,)},
     "table_remove": {"runtime": (str,), "participant_id": (str,)},
@@ -85,7 +94,7 @@ OPS: dict[str, dict[str, tuple[type, ...]]] = {
 }
 QUERY_OPS = frozenset({
     "hello", "advance", "one_way", "table_lookup", "table_put", "table_remove", "table_items", "queued",
-    "connected", "admit",
+    "connected", "admit", "publications",
 })
 
 
@@ -224,7 +233,7 @@ def failure(msg_id: int, exc: BaseException) -> dict[str, Any]:
 
 _ERRORS: dict[str, type[BaseException]] = {cls.__name__: cls for cls in (
     JoynrRuntimeException, JoynrTimeoutException, MethodInvocationException, ProviderRuntimeException,
-    ValueError, KeyError, RuntimeError, TypeError, ProtocolError,
+    ValueError, KeyError, RuntimeError, TypeError, ProtocolError, TimeoutError, SubscriptionException,
 )}
 
 

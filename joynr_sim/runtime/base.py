@@ -33,6 +33,9 @@ from ..core.actions import (
     Reject,
     Resolve,
     Send,
+    Subscribe,
+    Unsubscribe,
+    Withhold,
 )
 from ..core.address import Address, InProcessAddress, describe, type_name
 from ..core.discovery import (
@@ -45,8 +48,10 @@ from ..core.discovery import (
 )
 from ..core.limits import DEFAULT_MAX_FRAME_BYTES, WireLimits, shorten
 from ..core.message import ONE_WAY, REPLY, REQUEST, JoynrMessage
+from ..core.multicast import MulticastError, MulticastId
 from ..core.router import DEFAULT_MAX_HOPS, DEFAULT_MAX_QUEUED, DEFAULT_MAX_QUEUED_BYTES, MessageRouter
 from ..core.routing import RoutingDecision, RoutingEntry, RoutingTable
+from ..core.subscriptions import SubscriptionQos
 from ..trace import TraceWriter
 from .participants import (
     REQUEST_REPLY_ID,
@@ -56,11 +61,13 @@ from .participants import (
     ProviderRuntimeException,
     ProviderSkeleton,
     ProxySkeleton,
+    broadcast_kind,
     decode_reply,
     decode_request,
     encode_reply,
     encode_request,
 )
+from .subscriptions import Subscription, SubscriptionException, Subscriptions
 
 DEFAULT_TTL_MS = 60_000
 # Routing entries made by registration and provisioning live as long as the runtime.
@@ -119,6 +126,7 @@ class Runtime:
         self._pending: dict[str, asyncio.Future] = {}
         self.providers: dict[str, ProviderSkeleton] = {}
         self.proxies: dict[str, ProxySkeleton] = {}
+        self.subscriptions = Subscriptions(self, self.add_multicast_receiver, self.remove_multicast_receiver)
         self._on_reset()
 
     @property
@@ -194,6 +202,7 @@ class Runtime:
 
     def _halt(self) -> None:
         self.running = False
+        self.subscriptions.arm()  # not running: the timer is cancelled
         self._unsubscribe_clock()
         for task in list(self._tasks):
             task.cancel()
@@ -273,6 +282,10 @@ class Runtime:
                 self._spawn(self._resolving(action.participant_id))
             elif isinstance(action, Reject):
                 self._reply(action.msg, None, ProviderRuntimeException(f"not permitted: {action.detail}"))
+            elif isinstance(action, Withhold):
+                self.emit("mc.withhold", msg=action.msg.id, multicast=action.msg.recipient, reason=action.reason)
+            elif isinstance(action, (Subscribe, Unsubscribe)):
+                self._multicast_topic(action.gbid, action.topic, isinstance(action, Subscribe))
             elif not isinstance(action, LearnRoute):  # the table's listener traced the put
                 raise TypeError(f"unknown router action {action!r}")
 
@@ -324,6 +337,29 @@ class Runtime:
     def route(self, msg: JoynrMessage, gbid: str | None = None) -> None:
         self.carry_out(self.router.route(msg, gbid))
 
+    def _multicast_topic(self, gbid: str, topic: str, subscribe: bool) -> None:
+        """Only a cluster controller subscribes multicast topics on a backend."""
+        raise TypeError(f"{self.runtime_id}: a {self.kind} runtime subscribes no MQTT topic")
+
+    async def add_multicast_receiver(self, mid: MulticastId, receiver: str) -> None:
+        """joynr's addMulticastReceiver: ``receiver`` gets what the provider fires to ``mid``.
+        A provider this runtime has no route to is looked for first."""
+        if self.table.lookup(mid.provider) is None:
+            await self._resolve(mid.provider)
+        try:
+            actions = self.router.multicast.add_receiver(mid, receiver)
+        except MulticastError as exc:
+            raise SubscriptionException(str(exc)) from None
+        topics = [f"{a.gbid}/{a.topic}" for a in actions if isinstance(a, Subscribe)]
+        self.emit("mc.receiver", op="add", multicast=str(mid), receiver=receiver, topics=topics)
+        self.carry_out(actions)
+
+    async def remove_multicast_receiver(self, mid: MulticastId, receiver: str) -> None:
+        actions = self.router.multicast.remove_receiver(mid, receiver)
+        topics = [f"{a.gbid}/{a.topic}" for a in actions if isinstance(a, Unsubscribe)]
+        self.emit("mc.receiver", op="remove", multicast=str(mid), receiver=receiver, topics=topics)
+        self.carry_out(actions)
+
     def _transmit(self, msg: JoynrMessage, address: Address) -> None:
         """Hand a message to the transport of ``address``; report a failure to the router."""
         raise NotImplementedError
@@ -354,7 +390,13 @@ class Runtime:
             return
         now = self.clock.now_ms() if now_ms is None else now_ms
         self.carry_out(self.router.advance(now))
+        self.subscriptions.tick(now, self._attribute_values)
         self._on_purge(now)
+
+    def _attribute_values(self, provider: str) -> dict[str, Any]:
+        skeleton = self.providers.get(provider)
+        implementation = skeleton.implementation if skeleton is not None else None
+        return {name: getattr(implementation, name) for name in getattr(implementation, "ATTRIBUTES", ())}
 
     def _on_purge(self, now_ms: int) -> None:
         """Subclasses' periodic bookkeeping (sessions, discovery freshness)."""
@@ -369,6 +411,8 @@ class Runtime:
 
     # -- delivery to providers and proxies ----------------------------------------------
     def _dispatch(self, msg: JoynrMessage, skeleton: Any) -> None:
+        if self.subscriptions.dispatch(msg, skeleton):
+            return
         if isinstance(skeleton, ProviderSkeleton) and msg.type in (REQUEST, ONE_WAY):
             self._spawn(self._invoke(skeleton, msg))
         elif msg.type == REPLY:
@@ -439,10 +483,12 @@ class Runtime:
         if result.outcome == "refused":
             raise RuntimeError(f"participant {pid!r}: routing entry refused ({result.reason})")
         self.providers[pid] = skeleton
+        self.subscriptions.attach(skeleton)
         try:
             await self._announce_participant(pid, visible)
             await self._discovery_add(entry, gbids)
         except BaseException:
+            self.subscriptions.detach(pid, implementation)
             self.providers.pop(pid, None)
             self.table.remove(pid)
             await self._withdraw_participant(pid)
@@ -450,11 +496,21 @@ class Runtime:
         return skeleton
 
     async def unregister_provider(self, participant_id: str) -> None:
-        if self.providers.pop(participant_id, None) is None:
+        skeleton = self.providers.pop(participant_id, None)
+        if skeleton is None:
             raise KeyError(f"participant_id: no provider {participant_id!r} in {self.runtime_id}")
+        self.subscriptions.detach(participant_id, skeleton.implementation)
         await self._discovery_remove(participant_id)
         self.table.remove(participant_id)
         await self._withdraw_participant(participant_id)
+
+    async def invoke_provider(self, participant_id: str, method: str, params: list[Any]) -> Any:
+        """Call a method of a provider here directly, as its application does (e.g. to
+        change an attribute or fire a broadcast): no message, no proxy."""
+        skeleton = self.providers.get(participant_id)
+        if skeleton is None:
+            raise KeyError(f"participant_id: no provider {participant_id!r} in {self.runtime_id}")
+        return await skeleton.invoke(method, list(params))
 
     async def create_proxy(
         self, interface_name: str, provider_participant_id: str, is_globally_visible: bool = False
@@ -597,3 +653,24 @@ class Proxy:
         return self.runtime.one_way(
             self.participant_id, self.provider_participant_id, method, list(params), ttl_ms
         )
+
+    async def subscribe_attribute(self, attribute: str, qos: SubscriptionQos | None = None) -> Subscription:
+        """Subscribe to an attribute (on change unless ``qos`` says otherwise): the current
+        value comes first, then each change."""
+        return await self.runtime.subscriptions.subscribe(
+            self.participant_id, self.provider_participant_id, attribute, "attribute",
+            qos or SubscriptionQos("on-change"))
+
+    async def subscribe_broadcast(self, broadcast: str, qos: SubscriptionQos | None = None, *,
+                                  filter: dict[str, Any] | None = None,
+                                  partitions: tuple[str, ...] = ()) -> Subscription:
+        """Subscribe to a broadcast: with ``filter`` a selective one (request and
+        publications between proxy and provider), else a multicast (``partitions`` may use
+        ``+`` and end with ``*``)."""
+        kind = broadcast_kind(self.skeleton.interface_name, broadcast, filter)
+        return await self.runtime.subscriptions.subscribe(
+            self.participant_id, self.provider_participant_id, broadcast, kind,
+            qos or SubscriptionQos("on-change"), filter=filter, partitions=tuple(partitions))
+
+    async def unsubscribe(self, subscription_id: str) -> None:
+        await self.runtime.subscriptions.unsubscribe(subscription_id)

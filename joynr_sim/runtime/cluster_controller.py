@@ -20,8 +20,10 @@ from ..core.address import (
     from_json,
 )
 from ..core.discovery import DiscoveryEntry
+from ..core.limits import InvalidField, check_id
 from ..core.links import LinkRegistry
-from ..core.message import JoynrMessage, encode
+from ..core.message import MULTICAST, JoynrMessage, encode
+from ..core.multicast import MulticastError, MulticastId, parse
 from ..core.router import CcMessageRouter
 from ..core.routing import RoutingEntry, RoutingTable
 from ..transport.websocket import WebSocketServer
@@ -47,6 +49,10 @@ class HasRoutingTable(Protocol):
     @property
     def table(self) -> RoutingTable: ...
 
+    async def add_multicast_receiver(self, mid: MulticastId, receiver: str) -> None: ...
+
+    async def remove_multicast_receiver(self, mid: MulticastId, receiver: str) -> None: ...
+
 
 class RoutingProvider:
     """joynr's routing provider: libjoynr runtimes add and remove their participants here."""
@@ -68,8 +74,35 @@ class RoutingProvider:
     def removeNextHop(self, participantId: str) -> None:
         self._routes.table.remove(participantId)
 
+    async def addMulticastReceiver(self, multicastId: str, subscriberParticipantId: str,
+                                   providerParticipantId: str) -> None:
+        mid = self._multicast(multicastId, providerParticipantId)
+        await self._routes.add_multicast_receiver(mid, _participant(subscriberParticipantId))
+
+    async def removeMulticastReceiver(self, multicastId: str, subscriberParticipantId: str,
+                                      providerParticipantId: str) -> None:
+        mid = self._multicast(multicastId, providerParticipantId)
+        await self._routes.remove_multicast_receiver(mid, _participant(subscriberParticipantId))
+
+    @staticmethod
+    def _multicast(multicast_id: object, provider: object) -> MulticastId:
+        try:
+            mid = parse(multicast_id, wildcards=True)  # type: ignore[arg-type]
+        except MulticastError as exc:
+            raise ValueError(f"multicastId: {exc}") from None
+        if mid.provider != provider:
+            raise ValueError(f"multicastId: {multicast_id!r} is not a multicast of provider {provider!r}")
+        return mid
+
     def resolveNextHop(self, participantId: str) -> bool:
         return participantId in self._routes.table
+
+
+def _participant(value: object) -> str:
+    try:
+        return check_id(value, "subscriberParticipantId")
+    except InvalidField as exc:
+        raise ValueError(str(exc)) from None
 
 
 class CcAddresses:
@@ -111,10 +144,14 @@ class ClusterController(CcAddresses, Runtime):
         link_registry: LinkRegistry | None = None,
         detached_timeout_ms: int | None = None,
         on_client_disconnect: str = "keep",
+        republish_received_multicasts: bool = False,
         **kwargs: Any,
     ) -> None:
         self.cc_id = cc_id
         self.on_client_disconnect = on_client_disconnect
+        # The broken rule set: a multicast received from a backend is published again
+        # (joynr_sim.core.multicast), the echo joynr guards against.
+        self.republish_received_multicasts = republish_received_multicasts
         self.gbids = tuple(gbids)
         if not self.gbids:
             raise ValueError(f"gbids: a cluster controller needs at least one GBID ({cc_id!r})")
@@ -191,6 +228,7 @@ class ClusterController(CcAddresses, Runtime):
         return CcMessageRouter(
             table, self.clock.now_ms, own_topic=self.topic, gbids=self.gbids,
             resolves=self.discovery is not None, on_client_disconnect=self.on_client_disconnect,
+            republish_received_multicasts=self.republish_received_multicasts,
             **self.router_options,
         )
 
@@ -288,11 +326,19 @@ class ClusterController(CcAddresses, Runtime):
     # -- carrying out ----------------------------------------------------------------
     def _transmit(self, msg: JoynrMessage, address: Address) -> None:
         if isinstance(address, MqttAddress):
-            refused = self.endpoint.publish(msg, address.broker_uri, address.topic)
+            refused = self.endpoint.publish(msg, address.broker_uri, address.topic, multicast=msg.type == MULTICAST)
             if refused is not None:
                 self.carry_out(self.router.send_failed(msg, address, *refused))
         elif isinstance(address, WebSocketClientAddress):
             self._spawn(self._send_ws(msg, address))
+
+    def _multicast_topic(self, gbid: str, topic: str, subscribe: bool) -> None:
+        """A multicast's first receiver here wants its topic from a backend, or its last went."""
+        if subscribe:
+            full = self.endpoint.subscribe_multicast(gbid, topic)
+        else:
+            full = self.endpoint.unsubscribe_multicast(gbid, topic)
+        self.emit("mc.subscribe" if subscribe else "mc.unsubscribe", gbid=gbid, topic=full)
 
     async def _send_ws(self, msg: JoynrMessage, address: WebSocketClientAddress) -> None:
         assert self.ws_server is not None

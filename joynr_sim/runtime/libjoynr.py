@@ -23,6 +23,7 @@ from ..core.address import (
 )
 from ..core.discovery import DiscoveryEntry, DiscoveryEntryWithMetaInfo
 from ..core.message import JoynrMessage, encode
+from ..core.multicast import MulticastId
 from ..core.router import LibJoynrMessageRouter
 from ..core.routing import RoutingEntry, RoutingTable
 from ..transport.websocket import WebSocketClient
@@ -106,6 +107,11 @@ class LibjoynrRuntime(Runtime):
         for pid in [*self.providers, *self.proxies]:
             visible = getattr(self.table.lookup(pid), "is_globally_visible", False)
             await self._announce_participant(pid, visible)
+        for mid, receiver in self.subscriptions.multicast_receivers():
+            await self._multicast_call("addMulticastReceiver", mid, receiver)
+        # A restarted cluster controller knows no route to a subscriber, a provider's no
+        # subscriber: the requests sent again teach both.
+        self.subscriptions.renew("reconnected")
 
     async def _stop_transports(self) -> None:
         if self.ws is not None:
@@ -141,6 +147,24 @@ class LibjoynrRuntime(Runtime):
         await self._routing_call(
             "addNextHop", [participant_id, to_json(self.client_address), is_globally_visible]
         )
+
+    async def add_multicast_receiver(self, mid: MulticastId, receiver: str) -> None:
+        """Here, and in the cluster controller, which subscribes the multicast's topic when
+        the provider is behind another cluster controller."""
+        await super().add_multicast_receiver(mid, receiver)
+        try:
+            await self._multicast_call("addMulticastReceiver", mid, receiver)
+        except BaseException:
+            self.carry_out(self.router.multicast.remove_receiver(mid, receiver))
+            raise
+
+    async def remove_multicast_receiver(self, mid: MulticastId, receiver: str) -> None:
+        await super().remove_multicast_receiver(mid, receiver)
+        if self.ws is not None and self.ws.connected:
+            await self._multicast_call("removeMulticastReceiver", mid, receiver)
+
+    async def _multicast_call(self, method: str, mid: MulticastId, receiver: str) -> None:
+        await self._routing_call(method, [str(mid), receiver, mid.provider])
 
     async def _withdraw_participant(self, participant_id: str) -> None:
         if self.ws is None or not self.ws.connected:

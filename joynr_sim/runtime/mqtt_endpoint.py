@@ -25,7 +25,7 @@ from ..core.limits import InvalidField, check_topic, shorten
 from ..core.links import LinkRegistry
 from ..core.message import JoynrMessage, encode
 from ..store.outbox import Outbox
-from ..transport.mqtt import MqttConnection, unicast_topic
+from ..transport.mqtt import MqttConnection, multicast_topic, unicast_topic
 from .sessions import BrokerSessions
 
 CONNECT_TIMEOUT_S = 10
@@ -85,6 +85,9 @@ class MqttEndpoint:
         self.sessions: BrokerSessions | None = None  # opened by start
         self.connections: dict[str, MqttConnection] = {}
         self._cut: set[str] = set()
+        # The multicast topic filters subscribed per GBID: process memory, as the router's
+        # receivers are (the broker's persistent session may hold them longer).
+        self.multicast_filters: dict[str, set[str]] = {}
         self._conn_seq = itertools.count(1)
 
     @property
@@ -97,6 +100,7 @@ class MqttEndpoint:
     # -- lifecycle -------------------------------------------------------------------
     async def start(self) -> None:
         self._cut = set()
+        self.multicast_filters = {}
         self._open_sessions()
         for gbid in self.gbids:
             self._connect(gbid)
@@ -180,21 +184,42 @@ class MqttEndpoint:
             on_published=sessions.acknowledged,
             connection_id=sessions.connection_id(gbid, next(self._conn_seq)),
         )
+        conn.multicast_filters = set(self.multicast_filters.get(gbid, ()))
         self.connections[gbid] = conn
         conn.start()
         return conn
 
+    def subscribe_multicast(self, gbid: str, topic: str) -> str:
+        """Receive the multicast ``topic`` (a multicast id's topic, perhaps a filter) from
+        the broker of ``gbid``; the MQTT topic filter is returned."""
+        full = multicast_topic(topic)
+        self.multicast_filters.setdefault(self._known(gbid), set()).add(full)
+        conn = self.connections.get(gbid)
+        if conn is not None:
+            conn.subscribe_multicast(full)
+        return full
+
+    def unsubscribe_multicast(self, gbid: str, topic: str) -> str:
+        full = multicast_topic(topic)
+        self.multicast_filters.get(self._known(gbid), set()).discard(full)
+        conn = self.connections.get(gbid)
+        if conn is not None:
+            conn.unsubscribe_multicast(full)
+        return full
+
     # -- sending ---------------------------------------------------------------------
-    def publish(self, msg: JoynrMessage, gbid: str, topic: str) -> tuple[str, str | None] | None:
-        """Publish to ``topic``'s unicast topic on the broker of ``gbid``. None when the
-        broker has it or paho holds it for the next reconnect; else (reason, detail).
+    def publish(self, msg: JoynrMessage, gbid: str, topic: str, *, multicast: bool = False
+                ) -> tuple[str, str | None] | None:
+        """Publish to ``topic``'s unicast topic (or, for a multicast, its multicast topic)
+        on the broker of ``gbid``. None when the broker has it or paho holds it for the
+        next reconnect; else (reason, detail).
 
         The outbox keeps the bytes only once the client took the message, so a row that
         could never be sent cannot stop a restart's re-sends."""
         conn = self.connections.get(gbid)
         if conn is None:
             return ("no-connection", None)
-        full_topic = unicast_topic(topic)
+        full_topic = multicast_topic(topic) if multicast else unicast_topic(topic)
         payload = encode(msg)
         try:
             check_topic(full_topic, "to.topic")

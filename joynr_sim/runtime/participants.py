@@ -119,15 +119,52 @@ class AddProvider:
         return a + b
 
 
+class Notifier:
+    """What a provider implementation tells its runtime: an attribute changed, a broadcast
+    fired. An implementation that is registered nowhere has this silent one; registering
+    it puts its runtime's in place (``joynr_sim.runtime.subscriptions``)."""
+
+    def value_changed(self, attribute: str, value: Any) -> None:
+        pass
+
+    def fire_broadcast(self, broadcast: str, value: Any, partitions: tuple[str, ...] = ()) -> None:
+        pass
+
+    def fire_selective_broadcast(self, broadcast: str, value: Any) -> None:
+        pass
+
+
 class CounterProvider:
+    """A counter: attribute ``value`` (on change), the non-selective broadcast
+    ``incremented`` (a multicast) and the selective broadcast ``reachedMultiple``, whose
+    subscribers give the filter parameter ``every`` (an integer from 1): it reaches them
+    when the new value is a multiple of it."""
+
     interface_name = "joynrsim/Counter"
+    ATTRIBUTES = ("value",)
+    BROADCASTS = ("incremented",)
+    SELECTIVE_BROADCASTS = ("reachedMultiple",)
 
     def __init__(self) -> None:
         self.value = 0
+        self.notifier = Notifier()
 
     def increment(self) -> int:
         self.value += 1
+        self.notifier.value_changed("value", self.value)
+        self.notifier.fire_broadcast("incremented", self.value)
+        self.notifier.fire_selective_broadcast("reachedMultiple", self.value)
         return self.value
+
+    @staticmethod
+    def _check_filter_reachedMultiple(params: dict[str, Any]) -> None:
+        every = params.get("every")
+        if set(params) != {"every"} or not isinstance(every, int) or isinstance(every, bool) or every < 1:
+            raise ValueError(f"reachedMultiple filter: expected {{every: an integer from 1}}, got {params!r}")
+
+    @staticmethod
+    def _filter_reachedMultiple(value: Any, params: dict[str, Any]) -> bool:
+        return isinstance(value, int) and value % params["every"] == 0
 
     def get(self) -> int:
         return self.value
@@ -136,3 +173,42 @@ class CounterProvider:
 INTERFACES: dict[str, type] = {
     cls.interface_name: cls for cls in (EchoProvider, AddProvider, CounterProvider)
 }
+
+
+# -- what an interface declares: attributes, broadcasts, filters ----------------------
+
+def broadcast_kind(interface_name: str, broadcast: str, filter: dict[str, Any] | None) -> str:
+    """``broadcast`` (selective: request and publications) or ``multicast``: as the
+    interface declares it; for an unknown interface, a filter makes it selective."""
+    cls = INTERFACES.get(interface_name)
+    if cls is not None and broadcast in getattr(cls, "SELECTIVE_BROADCASTS", ()):
+        return "broadcast"
+    if cls is not None and broadcast in getattr(cls, "BROADCASTS", ()):
+        return "multicast"
+    return "broadcast" if filter is not None else "multicast"
+
+
+def offers(implementation: Any, name: str, kind: str) -> bool:
+    """Whether a provider has that attribute or broadcast (its declared lists)."""
+    declared = {"attribute": "ATTRIBUTES", "broadcast": "SELECTIVE_BROADCASTS", "multicast": "BROADCASTS"}[kind]
+    return name in getattr(implementation, declared, ())
+
+
+def filter_error(implementation: Any, name: str, flt: dict[str, Any] | None) -> str | None:
+    """Why a selective broadcast's filter parameters are refused, or None."""
+    check = getattr(implementation, f"_check_filter_{name}", None)
+    if check is None or not flt:
+        return None  # no filter: every broadcast reaches the subscriber
+    try:
+        check(flt)
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
+def passes(implementation: Any, name: str, flt: dict[str, Any] | None, value: Any) -> bool:
+    """Whether a selective broadcast reaches a subscriber: the provider's filter decides."""
+    accept = getattr(implementation, f"_filter_{name}", None)
+    if not flt or accept is None:
+        return True
+    return bool(accept(value, flt))

@@ -283,6 +283,7 @@ def parse_scenario(text: str, path: str | os.PathLike[str] = "<string>") -> Scen
                 on_client_disconnect=rt.get("on_client_disconnect") or "keep",
                 route_back_to_parent=bool(rt.get("route_back_to_parent", False)),
                 remove_stale_delay_ms=rt.get("remove_stale_delay_ms") or 0,
+                republish_received_multicasts=bool(rt.get("republish_received_multicasts", False)),
             )
             for rt in data["runtimes"]
         ),

@@ -38,6 +38,7 @@ BROKER_STEPS = ("crash_broker", "stop_broker", "start_broker", "restart_broker")
 LINK_FAULT_STEPS = ("partition", "blackhole", "delay")
 STEP_KINDS = (
     "register", "unregister", "proxy", "call", "one_way",
+    "subscribe", "unsubscribe", "publish", "expect_publications",
     *RUNTIME_STEPS, *BROKER_STEPS,
     "cut", *LINK_FAULT_STEPS, "heal", "advance", "wait",
     "expect_route", "expect_gcd", "add_route", "expect_calls",
@@ -46,10 +47,18 @@ STEP_KINDS = (
 # The steps that check something: a scenario needs at least one. ``wait`` is not one, it
 # only waits; a call checks that it is answered as expected; register and proxy check
 # only when they expect an error (CHECKING_WHEN_EXPECTING).
-CHECKING_STEPS = ("expect_route", "expect_gcd", "call", "expect_calls", "await_calls")
-CHECKING_WHEN_EXPECTING = ("register", "proxy")
+CHECKING_STEPS = ("expect_route", "expect_gcd", "call", "expect_calls", "await_calls", "expect_publications")
+CHECKING_WHEN_EXPECTING = ("register", "proxy", "subscribe")
 
 REF_PREFIX = "@"
+
+# A subscribe step's qos with nothing given (the schema fills in only keys that are written).
+QOS_DEFAULTS = {"kind": "on-change", "expiry_ms": None, "min_interval_ms": 0, "max_interval_ms": 0,
+                "period_ms": 0, "alert_after_ms": 0}
+
+
+def qos_args(qos: Mapping[str, Any] | None) -> dict[str, Any]:
+    return {**QOS_DEFAULTS, **(qos or {})}
 
 
 def participant_ref(value: str) -> str | None:
@@ -81,6 +90,8 @@ class RuntimeSpec:
     route_back_to_parent: bool = False
     # How long a cluster controller waits after each start before its removeStale.
     remove_stale_delay_ms: int = 0
+    # A cluster controller without joynr's echo guard: it publishes received multicasts again.
+    republish_received_multicasts: bool = False
 
     @property
     def is_cluster_controller(self) -> bool:
@@ -131,6 +142,22 @@ class Step:
             return f"start {a['count']}x {a['proxy']}.{a['method']} as {a['name']}"
         if k == "await_calls":
             return f"await calls {a['name']}" + (" (drops recorded)" if a["drops"] == "recorded" else "")
+        if k == "subscribe":
+            what = f"attribute {a['attribute']}" if a.get("attribute") else f"broadcast {a['broadcast']}"
+            return f"subscribe {a['name']}: {a['proxy']} to {what}"
+        if k == "unsubscribe":
+            return f"unsubscribe {a['subscription']}"
+        if k == "publish":
+            times = f" {a['count']}x" if a["count"] != 1 else ""
+            return f"publish{times} {a['provider']}.{a['method']}"
+        if k == "expect_publications":
+            if a.get("values") is not None:
+                want = f"values {list(thaw(a['values']))}"
+            elif "last" in a and a.get("count") is None and a.get("at_least") is None:
+                want = f"latest {thaw(a['last'])!r}"
+            else:
+                want = f"{a['count']}" if a.get("count") is not None else f"at least {a['at_least']}"
+            return f"expect publications {a['subscription']}: {want}"
         if k == "advance":
             return f"advance {a['ms']} ms"
         if k == "wait":

@@ -15,6 +15,7 @@ from typing import Any
 
 from brokers import BrokerSpecError, parse_broker
 
+from ..core.subscriptions import NO_EXPIRY, SubscriptionError, SubscriptionQos
 from ..runtime.participants import INTERFACES
 from ..trace import EVENTS
 from .model import (
@@ -25,6 +26,7 @@ from .model import (
     REF_PREFIX,
     RUNTIME_STEPS,
     participant_ref,
+    qos_args,
 )
 from .schema import At
 
@@ -39,6 +41,8 @@ class References:
         self.providers: dict[str, str] = {}  # name -> runtime id
         self.proxies: dict[str, str] = {}  # name -> interface
         self.calls: dict[str, bool] = {}  # background calls: name -> awaited yet
+        self.provider_interfaces: dict[str, str] = {}  # provider name -> interface
+        self.subscriptions: set[str] = set()
 
     def check(self, data: dict[str, Any]) -> None:
         """Every check, in file order; fills in a cluster controller's gbids and cc_id."""
@@ -189,6 +193,7 @@ class References:
                 within = None if args["expect_error"] else self.cc_gbids(args["runtime"])
                 self.gbids(args["gbids"], (*at, "gbids"), within, self._cc_name(args["runtime"]))
             self.providers[args["provider"]] = args["runtime"]
+            self.provider_interfaces[args["provider"]] = args["interface"]
         elif kind == "unregister":
             self.runtime(args["runtime"], (*at, "runtime"))
             owner = self.providers.get(args["provider"])
@@ -237,11 +242,70 @@ class References:
             self.route_body(args, at)
         elif kind == "expect_gcd":
             self.gcd_body(args, at)
+        elif kind == "subscribe":
+            self.subscribe(args, at)
+        elif kind in ("unsubscribe", "expect_publications"):
+            if args["subscription"] not in self.subscriptions:
+                raise self.fail((*at, "subscription"), f"{args['subscription']!r} names no subscription made by an "
+                                                       f"earlier step (subscriptions: "
+                                                       f"{', '.join(sorted(self.subscriptions)) or 'none yet'})")
+        elif kind == "publish":
+            interface = self.provider_interfaces.get(args["provider"])
+            if interface is None:
+                raise self.fail((*at, "provider"), f"{args['provider']!r} names no provider registered by an "
+                                                   f"earlier step")
+            methods = _methods(interface)
+            if args["method"] not in methods:
+                raise self.fail((*at, "method"), f"{interface} has no method {args['method']!r}; "
+                                                 f"methods: {', '.join(methods)}")
         elif kind == "add_route":
             self.runtime(args["runtime"], (*at, "runtime"))
             self.participant(args["participant"], (*at, "participant"))
             if args["address"]["type"] == "Mqtt":
                 self.gbids([args["address"]["gbid"]], (*at, "address", "gbid"))
+
+    def subscribe(self, args: dict[str, Any], at: At) -> None:
+        interface = self.proxies.get(args["proxy"])
+        if interface is None:
+            raise self.fail((*at, "proxy"), f"{args['proxy']!r} names no proxy built by an earlier step "
+                                            f"(proxies: {', '.join(self.proxies) or 'none yet'})")
+        if args["name"] in self.subscriptions:
+            raise self.fail((*at, "name"), f"subscription {args['name']!r} was made by an earlier step")
+        cls = INTERFACES[interface]
+        attributes = getattr(cls, "ATTRIBUTES", ())
+        selective, multicast = getattr(cls, "SELECTIVE_BROADCASTS", ()), getattr(cls, "BROADCASTS", ())
+        if args["attribute"] is not None:
+            if args["attribute"] not in attributes:
+                raise self.fail((*at, "attribute"), f"{interface} has no attribute {args['attribute']!r}; "
+                                                    f"attributes: {', '.join(attributes) or 'none'}")
+            for key, empty in (("filter", None), ("partitions", [])):
+                if args[key] != empty:
+                    raise self.fail((*at, key), f"an attribute subscription has no {key}")
+        else:
+            name = args["broadcast"]
+            if name not in (*selective, *multicast):
+                raise self.fail((*at, "broadcast"), f"{interface} has no broadcast {name!r}; broadcasts: "
+                                                    f"{', '.join((*multicast, *selective)) or 'none'}")
+            if args["filter"] is not None and name not in selective:
+                raise self.fail((*at, "filter"), f"{name!r} is not a selective broadcast: it has no filter")
+            if args["partitions"] and name not in multicast:
+                raise self.fail((*at, "partitions"), f"{name!r} is a selective broadcast: it has no partitions")
+            partitions = args["partitions"]
+            if "*" in partitions[:-1]:
+                raise self.fail((*at, "partitions"), "'*' may only be the last partition")
+            check = getattr(cls, f"_check_filter_{name}", None)
+            if args["filter"] is not None and check is not None:
+                try:
+                    check(args["filter"])
+                except ValueError as exc:
+                    raise self.fail((*at, "filter"), str(exc)) from None
+        q = qos_args(args["qos"])
+        try:
+            SubscriptionQos(q["kind"], NO_EXPIRY, q["min_interval_ms"], q["max_interval_ms"], q["period_ms"],
+                            q["alert_after_ms"]).check()
+        except SubscriptionError as exc:
+            raise self.fail((*at, "qos"), str(exc)) from None
+        self.subscriptions.add(args["name"])
 
     def _cc_name(self, rid: str) -> str:
         rt = self.runtimes[rid]

@@ -22,20 +22,15 @@ from ..runtime.participants import INTERFACES
 from ..simulation import Simulation
 from ..trace import entry_record, read_events, read_run
 from . import background
+from .failure import StepFailed
 from .model import Scenario, Step, participant_ref, thaw
+from .subscription_steps import SubscriptionSteps
 
 DEFAULT_WAIT_MS = 10_000
+__all__ = ["DEFAULT_WAIT_MS", "ScenarioRunner", "StepFailed"]
 
 
-class StepFailed(AssertionError):
-    """A step's expectation did not hold; ``context`` carries what helps to see why."""
-
-    def __init__(self, message: str, context: str = "") -> None:
-        super().__init__(message)
-        self.context = context
-
-
-class ScenarioRunner:
+class ScenarioRunner(SubscriptionSteps):
     """Executes one scenario's steps against a running Simulation."""
 
     def __init__(self, scenario: Scenario, sim: Simulation) -> None:
@@ -44,6 +39,7 @@ class ScenarioRunner:
         self.providers: dict[str, tuple[Runtime, str]] = {}  # name -> (runtime, participant id)
         self.proxies: dict[str, Proxy] = {}
         self.calls: dict[str, background.Batch] = {}  # background calls by name
+        self.subscriptions: dict[str, tuple[Proxy, Any]] = {}  # name -> (proxy, subscription)
 
     # -- topology --------------------------------------------------------------------
     async def build(self) -> None:
@@ -54,6 +50,7 @@ class ScenarioRunner:
                     old_joynr=spec.old_joynr, detached_timeout_ms=spec.detached_timeout_ms,
                     on_client_disconnect=spec.on_client_disconnect,
                     remove_stale_delay_ms=spec.remove_stale_delay_ms,
+                    **({"republish_received_multicasts": True} if spec.republish_received_multicasts else {}),
                 )
         for spec in self.scenario.runtimes:
             if not spec.is_cluster_controller:

@@ -21,8 +21,18 @@ QOS = 1
 _conn_ids = itertools.count(1)
 
 
+# joynr's multicast topic prefix (joynr.messaging.mqtt.topicprefix.multicast), the one the
+# brokers' grants allow (brokers.access.MULTICAST_PREFIX).
+MULTICAST_TOPIC_PREFIX = "joynr-sim-multicast/"
+
+
 def unicast_topic(topic: str) -> str:
     return f"{topic}/low"
+
+
+def multicast_topic(multicast_topic_: str) -> str:
+    """The MQTT topic (or filter) of a multicast: the prefix, then the multicast id's topic."""
+    return MULTICAST_TOPIC_PREFIX + multicast_topic_
 
 
 class MqttConnectError(ConnectionError):
@@ -85,6 +95,9 @@ class MqttConnection:
         client.on_publish = self._paho_published
         client.on_subscribe = self._paho_subscribe
         self._session_present = False
+        # Multicast topics this connection receives, subscribed again on every CONNACK.
+        self.multicast_filters: set[str] = set()
+        self._connect_subscription: int | None = None
         client.on_socket_open = self._paho_socket_open
         self._client = client
 
@@ -100,9 +113,12 @@ class MqttConnection:
             self._loop.call_soon_threadsafe(self._connect_failed, f"the broker refused the CONNECT: {reason_code}")
             return
         self._session_present = bool(flags.session_present)
-        client.subscribe(f"{self.topic}/#", qos=QOS)
+        topics = [(f"{self.topic}/#", QOS), *((t, QOS) for t in sorted(self.multicast_filters))]
+        _rc, self._connect_subscription = client.subscribe(topics)
 
     def _paho_subscribe(self, client, userdata, mid, reason_codes, properties) -> None:
+        if mid != self._connect_subscription:
+            return  # a multicast topic subscribed while connected: nothing waits for it
         # A refused subscription (an external broker's ACL) would leave the runtime connected
         # but deaf: fail the connection instead, naming why.
         refused = [code for code in reason_codes if code.is_failure]
@@ -171,6 +187,15 @@ class MqttConnection:
         if info.rc not in (MQTTErrorCode.MQTT_ERR_SUCCESS, MQTTErrorCode.MQTT_ERR_NO_CONN):
             raise ConnectionError(f"gbid {self.gbid!r}: publish refused: {paho.error_string(info.rc)}")
         return info.mid
+
+    def subscribe_multicast(self, topic_filter: str) -> None:
+        """Receive a multicast topic from now on (and after every reconnect)."""
+        self.multicast_filters.add(topic_filter)
+        self._client.subscribe(topic_filter, qos=QOS)
+
+    def unsubscribe_multicast(self, topic_filter: str) -> None:
+        self.multicast_filters.discard(topic_filter)
+        self._client.unsubscribe(topic_filter)
 
     def ack(self, mid: int) -> None:
         """Acknowledge a received message: the broker may forget it."""
