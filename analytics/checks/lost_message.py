@@ -56,7 +56,7 @@ def _lost_hops(ctx: CheckContext) -> DataFrame:
     """Every network send of a hop count that never arrived: (run, msg, hops, rt) of the
     sender, with when it was sent, its expiry and whether the message was seen further on."""
     msgs = per_message(ctx).select("run", "msg", "max_hops", "exp", "to")
-    return ctx.shared("lost-hops", lambda: (
+    return (
         per_hop(ctx).filter(F.col("arrived") == 0)
         .join(msgs, ["run", "msg"])
         .select(
@@ -65,10 +65,19 @@ def _lost_hops(ctx: CheckContext) -> DataFrame:
             F.col("out.via").alias("via"), F.col("out.gbid").alias("gbid"), "exp", "to",
             (F.col("max_hops") > F.col("hops")).alias("went_on"),
         )
-    ))
+    )
 
 
-def _hop_suspects(ctx: CheckContext, lost: DataFrame) -> DataFrame:
+def _topics(ctx: CheckContext) -> DataFrame:
+    """The MQTT topics each runtime owns, by its life events: few rows."""
+    return (
+        ctx.of("life.start", "life.restart").filter(F.col("own_topics").isNotNull())
+        .select("run", F.col("target").alias("who"), F.explode("own_topics").alias("topic"))
+        .distinct()
+    )
+
+
+def _hop_suspects(ctx: CheckContext, lost: DataFrame, topics: DataFrame) -> DataFrame:
     """Who may have taken each lost hop down, with the time window of its flight."""
     arrived = per_hop(ctx).filter(F.col("arrived") == 1).select(
         "run", F.col("out.rt").alias("rt"), F.col("out.target").alias("target"),
@@ -81,18 +90,13 @@ def _hop_suspects(ctx: CheckContext, lost: DataFrame) -> DataFrame:
         .filter(F.col("later_seq") > F.col("seq"))
         .groupBy(*_HOP).agg(F.min("arrived_ts").alias("until"))
     )
-    topics = F.broadcast(
-        ctx.of("life.start", "life.restart").filter(F.col("own_topics").isNotNull())
-        .select("run", F.col("target").alias("who"), F.explode("own_topics").alias("topic"))
-        .distinct()
-    )
     learned = (
         arrived.join(F.broadcast(lost.select("run", "target").distinct()), ["run", "target"])
         .select("run", "target", F.col("receiver").alias("who")).distinct()
     )
     receivers = (
         lost.filter(F.col("via") == "mqtt").withColumn("topic", _topic("target"))
-        .join(topics, ["run", "topic"]).select(*_HOP, "who")
+        .join(F.broadcast(topics), ["run", "topic"]).select(*_HOP, "who")
         .unionByName(lost.join(learned, ["run", "target"]).select(*_HOP, "who"))
         .distinct()
     )
@@ -131,7 +135,9 @@ def _vanished(lost: DataFrame, hop_excused: DataFrame) -> DataFrame:
     )
 
 
-def _lost_requests(ctx: CheckContext, hop_excused: DataFrame, ends_: DataFrame) -> DataFrame:
+def _request_candidates(ctx: CheckContext) -> DataFrame:
+    """Requests with neither a reply delivered nor a drop of it or of its reply, with
+    where they (or their reply, if later) were last seen."""
     pm = per_message(ctx)
     order = F.struct("last.ts", "last.hops", "last.seq")
     replies = (
@@ -143,7 +149,7 @@ def _lost_requests(ctx: CheckContext, hop_excused: DataFrame, ends_: DataFrame) 
             F.max_by("last", order).alias("reply_last"),
         )
     )
-    lost = (
+    return (
         pm.filter((F.col("type") == "rq") & (F.col("sent_rq") == 1) & (F.col("dropped") == 0))
         .join(replies, ["run", "corr"], "left")
         .filter((F.coalesce("replied", F.lit(0)) == 0) & (F.coalesce("reply_dropped", F.lit(0)) == 0))
@@ -153,6 +159,9 @@ def _lost_requests(ctx: CheckContext, hop_excused: DataFrame, ends_: DataFrame) 
         )
         .select("run", "msg", "corr", "to", "last")
     )
+
+
+def _lost_requests(ctx: CheckContext, lost: DataFrame, hop_excused: DataFrame, ends_: DataFrame) -> DataFrame:
     in_transit = (F.col("last.ev") == "msg.out") & F.col("last.via").isin(*NETWORK)
     # Last seen inside a runtime: only that runtime's end explains it.
     inside = lost.filter(~in_transit).select(
@@ -194,8 +203,11 @@ def _lost_requests(ctx: CheckContext, hop_excused: DataFrame, ends_: DataFrame) 
     )
 
 
-def _duplicates(ctx: CheckContext) -> DataFrame:
-    twice = per_runtime(ctx).filter(F.col("deliveries") >= 2).select("run", "msg", "rt", "deliveries")
+def _delivered_twice(ctx: CheckContext) -> DataFrame:
+    return per_runtime(ctx).filter(F.col("deliveries") >= 2).select("run", "msg", "rt", "deliveries")
+
+
+def _duplicates(ctx: CheckContext, twice: DataFrame) -> DataFrame:
     delivered = (
         message_events(ctx).filter(is_("msg.deliver"))
         .join(F.broadcast(twice), ["run", "msg", "rt"])
@@ -216,14 +228,28 @@ def _duplicates(ctx: CheckContext) -> DataFrame:
     )
 
 
+def find(ctx: CheckContext) -> dict:
+    """Phase 1: the hops that never arrived, the requests never answered nor dropped, the
+    messages delivered twice (narrow aggregates of the shared message frames), and the
+    ends and own topics that may explain a loss (few life events)."""
+    return {
+        "lost": _lost_hops(ctx),
+        "requests": _request_candidates(ctx),
+        "twice": _delivered_twice(ctx),
+        "ends": ends(ctx),
+        "topics": _topics(ctx),
+    }
+
+
 def compute(ctx: CheckContext) -> CheckOutput:
-    ends_ = ends(ctx)
-    lost = _lost_hops(ctx)
+    found = ctx.candidates(CHECK)
+    ends_ = F.broadcast(found["ends"])
+    lost = found["lost"]
     candidates = lost.filter(~F.col("went_on"))
-    hop_excused = excused(_hop_suspects(ctx, candidates), _HOP, ends_)
+    hop_excused = excused(_hop_suspects(ctx, candidates, found["topics"]), _HOP, ends_)
     out = (
-        _lost_requests(ctx, hop_excused, ends_)
-        .unionByName(_duplicates(ctx))
+        _lost_requests(ctx, found["requests"], hop_excused, ends_)
+        .unionByName(_duplicates(ctx, found["twice"]))
         .unionByName(_vanished(lost, hop_excused))
     )
     return CheckOutput(out)
@@ -240,4 +266,5 @@ CHECK = Check(
     seeds="DESIGN ('Never a silent drop'); 000 restart/crash scenarios",
     events=(*MSG_EVENTS, "life.crash", "life.stop", "life.start", "life.restart"),
     compute=compute,
+    find=find,
 )
