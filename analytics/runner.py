@@ -1,8 +1,10 @@
 """Running the checks over loaded traces and collecting what the report needs.
 
-Every check builds its violations as a DataFrame; they are unioned and collected in one
-Spark query that also counts them per check, so a check run costs the reading pass plus
-the jobs of that one query, not a persist, a count and a collect per check. The slices of
+Two phases, one query each. Phase 1: the candidate frames of every check that names
+some (``Check.find``) are collected to the driver together and come back as local
+relations. Phase 2: every check builds its violations as a DataFrame from them; they are
+unioned and collected in one query that also counts them per check. So a check run costs
+the reading pass plus those two queries, not a persist, a count and a collect per check. The slices of
 the violations shown are read from the referenced trace files, by runtime and sequence
 number, without Spark.
 """
@@ -131,12 +133,15 @@ def run_checks(
         "run_dir string, declared string, judged string",
     )
     ctx = CheckContext(
-        spark, loaded.events, policies, storm_steals, storm_window_ms, loaded.ev_counts
+        spark, loaded.events, policies, storm_steals, storm_window_ms, loaded.ev_counts,
+        {str(r.dir): r.policy for r in runs},
     )
     started = time.perf_counter()
+    checks = [CHECKS[name] for name in names or list(CHECKS)]
+    ctx.find(checks)  # phase 1: the candidates of every check, one query
     built = []
-    for name in names or list(CHECKS):
-        check = CHECKS[name]
+    for check in checks:
+        name = check.name
         t = time.perf_counter()
         output = check.compute(ctx)
         found = output.violations.select(F.lit(name).alias("check"), *VIOLATION_COLUMNS)

@@ -125,13 +125,13 @@ def start(port: int = DEFAULT_PORT, master: str = "local[*]", driver_memory: str
         "spark.connect.grpc.binding.port": str(port),
         "spark.ui.enabled": "false",
         "spark.sql.session.timeZone": "UTC",
-        "spark.sql.adaptive.enabled": "true",
+        "spark.sql.adaptive.enabled": "false",  # see session.tune
         "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{props}",
         "spark.driver.bindAddress": "127.0.0.1",
         "spark.driver.host": "127.0.0.1",
     }
     if cores:
-        confs["spark.sql.shuffle.partitions"] = str(2 * cores)
+        confs["spark.sql.shuffle.partitions"] = str(cores)
     if driver_memory:
         confs["spark.driver.memory"] = driver_memory
     args = [str(home / "sbin" / "start-connect-server.sh"), "--master", master]

@@ -1,14 +1,29 @@
-"""What every check is given and what it gives back."""
+"""What every check is given and what it gives back.
+
+A check runs in up to two phases. Phase 1 (``Check.find``, optional) names the small
+frames its verdicts start from: the candidates, found by narrow aggregates. The runner
+builds the phase-1 frames of every check into ONE query, collects them to the driver at
+once and hands each back as a local relation (``CheckContext.candidates``). Phase 2
+(``Check.compute``) builds the violations from them, joining the candidates broadcast to
+the events for details: a plan that holds the candidates' rows, not the lineage that
+found them (which it would otherwise plan and run again in every branch that uses them).
+A check with no ``find`` computes everything in ``compute``, as before; it still runs in
+the runner's one phase-2 query.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import reduce
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 VIOLATION_COLUMNS = ("run", "key", "kind", "summary", "details", "refs")
+# Rows of one candidate frame collected to the driver at most; a frame with more (hostile
+# or broken input: every hop lost) stays distributed, checkpointed, with the same results.
+CANDIDATE_LIMIT = 10_000
 
 
 @dataclass
@@ -21,6 +36,37 @@ class CheckContext:
     ev_counts: dict[str, int] | None = None  # known counts per ev spare a Spark job
     declared: dict[str, str | None] | None = None  # run_dir -> declared policy, as policies holds
     _shared: dict[str, DataFrame] = field(default_factory=dict)
+    _found: dict[str, dict[str, DataFrame]] = field(default_factory=dict)
+
+    def find(self, checks: list[Check]) -> None:
+        """Phase 1 of ``checks``: every candidate frame of every check in one query, each
+        limited to ``CANDIDATE_LIMIT`` + 1 rows, collected once as JSON lines and made local
+        relations again with the frame's own schema."""
+        parts = [(c.name, part, df) for c in checks if c.find is not None and c.name not in self._found
+                 for part, df in c.find(self).items()]
+        if not parts:
+            return
+        tagged = [
+            df.limit(CANDIDATE_LIMIT + 1).select(
+                F.lit(i).alias("part"), F.to_json(F.struct(*[F.col(f"`{c}`") for c in df.columns])).alias("row"))
+            for i, (_, _, df) in enumerate(parts)
+        ]
+        lines: dict[int, list[str]] = {}
+        for r in reduce(lambda a, b: a.unionByName(b), tagged).collect():
+            lines.setdefault(r["part"], []).append(r["row"])
+        from ..frames import json_frame
+
+        for i, (check, part, df) in enumerate(parts):
+            found = lines.get(i, [])
+            frame = (df.localCheckpoint() if len(found) > CANDIDATE_LIMIT
+                     else json_frame(self.spark, found, df.schema))
+            self._found.setdefault(check, {})[part] = frame
+
+    def candidates(self, check: Check) -> dict[str, DataFrame]:
+        """The phase-1 frames of ``check`` (found now, alone, if the runner did not)."""
+        if check.name not in self._found:
+            self.find([check])
+        return self._found.get(check.name, {})
 
     def shared(self, name: str, build: Callable[[], DataFrame]) -> DataFrame:
         """A frame several checks group the same way, built and kept once per check run
@@ -37,6 +83,7 @@ class CheckContext:
         for frame in self._shared.values():
             frame.unpersist()
         self._shared.clear()
+        self._found.clear()
 
     def has(self, *evs: str) -> bool:
         if self.ev_counts is not None:
@@ -60,7 +107,8 @@ class Check:
     description: str
     seeds: str
     events: tuple[str, ...]  # the ev names it reads: its "events scanned"
-    compute: Callable[[CheckContext], CheckOutput]
+    compute: Callable[[CheckContext], CheckOutput]  # phase 2 (or all of it)
+    find: Callable[[CheckContext], dict[str, DataFrame]] | None = None  # phase 1: candidate frames
 
 
 def ref(rt: str | Column = "rt", seq: str | Column = "seq") -> Column:

@@ -60,7 +60,7 @@ def _lost_hops(ctx: CheckContext) -> DataFrame:
     msgs = per_message(ctx).select("run", "msg", "max_hops", "exp", "to", "type")
     # A multicast published to a backend reaches whoever subscribed its topic: maybe nobody.
     fan_out = (F.col("type") == MULTICAST) & (F.col("out.via") == "mqtt")
-    return ctx.shared("lost-hops", lambda: (
+    return (
         per_hop(ctx).filter(F.col("arrived") == 0)
         .join(msgs, ["run", "msg"]).filter(~fan_out)
         .select(
@@ -69,10 +69,19 @@ def _lost_hops(ctx: CheckContext) -> DataFrame:
             F.col("out.via").alias("via"), F.col("out.gbid").alias("gbid"), "exp", "to",
             (F.col("max_hops") > F.col("hops")).alias("went_on"),
         )
-    ))
+    )
 
 
-def _hop_suspects(ctx: CheckContext, lost: DataFrame) -> DataFrame:
+def _topics(ctx: CheckContext) -> DataFrame:
+    """The MQTT topics each runtime owns, by its life events: few rows."""
+    return (
+        ctx.of("life.start", "life.restart").filter(F.col("own_topics").isNotNull())
+        .select("run", F.col("target").alias("who"), F.explode("own_topics").alias("topic"))
+        .distinct()
+    )
+
+
+def _hop_suspects(ctx: CheckContext, lost: DataFrame, topics: DataFrame) -> DataFrame:
     """Who may have taken each lost hop down, with the time window of its flight."""
     arrived = per_hop(ctx).filter(F.col("arrived") == 1).select(
         "run", F.col("out.rt").alias("rt"), F.col("out.target").alias("target"),
@@ -85,18 +94,13 @@ def _hop_suspects(ctx: CheckContext, lost: DataFrame) -> DataFrame:
         .filter(F.col("later_seq") > F.col("seq"))
         .groupBy(*_HOP).agg(F.min("arrived_ts").alias("until"))
     )
-    topics = F.broadcast(
-        ctx.of("life.start", "life.restart").filter(F.col("own_topics").isNotNull())
-        .select("run", F.col("target").alias("who"), F.explode("own_topics").alias("topic"))
-        .distinct()
-    )
     learned = (
         arrived.join(F.broadcast(lost.select("run", "target").distinct()), ["run", "target"])
         .select("run", "target", F.col("receiver").alias("who")).distinct()
     )
     receivers = (
         lost.filter(F.col("via") == "mqtt").withColumn("topic", _topic("target"))
-        .join(topics, ["run", "topic"]).select(*_HOP, "who")
+        .join(F.broadcast(topics), ["run", "topic"]).select(*_HOP, "who")
         .unionByName(lost.join(learned, ["run", "target"]).select(*_HOP, "who"))
         .distinct()
     )
@@ -135,7 +139,9 @@ def _vanished(lost: DataFrame, hop_excused: DataFrame) -> DataFrame:
     )
 
 
-def _lost_requests(ctx: CheckContext, hop_excused: DataFrame, ends_: DataFrame) -> DataFrame:
+def _request_candidates(ctx: CheckContext) -> DataFrame:
+    """Requests with neither a reply delivered nor a drop of it or of its reply, with
+    where they (or their reply, if later) were last seen."""
     pm = per_message(ctx)
     order = F.struct("last.ts", "last.hops", "last.seq")
     replies = (
@@ -147,7 +153,7 @@ def _lost_requests(ctx: CheckContext, hop_excused: DataFrame, ends_: DataFrame) 
             F.max_by("last", order).alias("reply_last"),
         )
     )
-    lost = (
+    return (
         pm.filter((F.col("type") == "rq") & (F.col("sent_rq") == 1) & (F.col("dropped") == 0))
         .join(replies, ["run", "corr"], "left")
         .filter((F.coalesce("replied", F.lit(0)) == 0) & (F.coalesce("reply_dropped", F.lit(0)) == 0))
@@ -157,6 +163,9 @@ def _lost_requests(ctx: CheckContext, hop_excused: DataFrame, ends_: DataFrame) 
         )
         .select("run", "msg", "corr", "to", "last")
     )
+
+
+def _lost_requests(ctx: CheckContext, lost: DataFrame, hop_excused: DataFrame, ends_: DataFrame) -> DataFrame:
     in_transit = (F.col("last.ev") == "msg.out") & F.col("last.via").isin(*NETWORK)
     # Last seen inside a runtime: only that runtime's end explains it.
     inside = lost.filter(~in_transit).select(
@@ -198,12 +207,15 @@ def _lost_requests(ctx: CheckContext, hop_excused: DataFrame, ends_: DataFrame) 
     )
 
 
-def _duplicates(ctx: CheckContext) -> DataFrame:
+def _delivered_twice(ctx: CheckContext) -> DataFrame:
     # A multicast is delivered once to each of a runtime's receivers: the multicast check
     # judges it per subscription (duplicate-publication).
     multicasts = per_message(ctx).filter(F.col("type") == MULTICAST).select("run", "msg")
-    twice = (per_runtime(ctx).filter(F.col("deliveries") >= 2).select("run", "msg", "rt", "deliveries")
-             .join(multicasts, ["run", "msg"], "left_anti"))
+    return (per_runtime(ctx).filter(F.col("deliveries") >= 2).select("run", "msg", "rt", "deliveries")
+            .join(multicasts, ["run", "msg"], "left_anti"))
+
+
+def _duplicates(ctx: CheckContext, twice: DataFrame) -> DataFrame:
     delivered = (
         message_events(ctx).filter(is_("msg.deliver"))
         .join(F.broadcast(twice), ["run", "msg", "rt"])
@@ -224,14 +236,28 @@ def _duplicates(ctx: CheckContext) -> DataFrame:
     )
 
 
+def find(ctx: CheckContext) -> dict:
+    """Phase 1: the hops that never arrived, the requests never answered nor dropped, the
+    messages delivered twice (narrow aggregates of the shared message frames), and the
+    ends and own topics that may explain a loss (few life events)."""
+    return {
+        "lost": _lost_hops(ctx),
+        "requests": _request_candidates(ctx),
+        "twice": _delivered_twice(ctx),
+        "ends": ends(ctx),
+        "topics": _topics(ctx),
+    }
+
+
 def compute(ctx: CheckContext) -> CheckOutput:
-    ends_ = ends(ctx)
-    lost = _lost_hops(ctx)
+    found = ctx.candidates(CHECK)
+    ends_ = F.broadcast(found["ends"])
+    lost = found["lost"]
     candidates = lost.filter(~F.col("went_on"))
-    hop_excused = excused(_hop_suspects(ctx, candidates), _HOP, ends_)
+    hop_excused = excused(_hop_suspects(ctx, candidates, found["topics"]), _HOP, ends_)
     out = (
-        _lost_requests(ctx, hop_excused, ends_)
-        .unionByName(_duplicates(ctx))
+        _lost_requests(ctx, found["requests"], hop_excused, ends_)
+        .unionByName(_duplicates(ctx, found["twice"]))
         .unionByName(_vanished(lost, hop_excused))
     )
     return CheckOutput(out)
@@ -248,4 +274,5 @@ CHECK = Check(
     seeds="DESIGN ('Never a silent drop'); 000 restart/crash scenarios",
     events=(*MSG_EVENTS, "life.crash", "life.stop", "life.start", "life.restart"),
     compute=compute,
+    find=find,
 )

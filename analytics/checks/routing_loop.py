@@ -67,8 +67,12 @@ def _flagged(ctx: CheckContext):
     )
 
 
+def find(ctx: CheckContext) -> dict:
+    return {"flagged": _flagged(ctx)}
+
+
 def compute(ctx: CheckContext) -> CheckOutput:
-    flagged = _flagged(ctx)
+    flagged = ctx.candidates(CHECK)["flagged"]
     # Phase 2: the paths and routing entries of the flagged messages only.
     hops = message_events(ctx).join(F.broadcast(flagged), ["run", "msg"])
     paths = hops.groupBy("run", "msg", "why").agg(
@@ -183,4 +187,5 @@ CHECK = Check(
     seeds="000 (precedence exists to prevent loops: 'could cause a loop'); DESIGN hop counter",
     events=(*MSG_EVENTS, "rt.put"),
     compute=compute,
+    find=find,
 )

@@ -1,0 +1,51 @@
+"""Checks in two phases: every check's candidates collected in one query, as local relations."""
+
+from __future__ import annotations
+
+import pytest
+from pyspark.sql import functions as F
+
+from analytics.checks import base
+from analytics.checks.base import Check, CheckContext, CheckOutput
+from analytics.frames import is_local, rows_frame
+from analytics.session import JobMeter, tune
+
+pytestmark = pytest.mark.spark
+
+
+def _check(name: str, find) -> Check:
+    return Check(name, "", "", (), lambda ctx: CheckOutput(ctx.events.limit(0)), find)
+
+
+def _ctx(spark) -> CheckContext:
+    events = spark.range(100).select(F.col("id").alias("seq"), (F.col("id") % 7).alias("rt"))
+    return CheckContext(spark, events, rows_frame(spark, [], "run_dir string, declared string, judged string"))
+
+
+def test_the_candidates_of_every_check_are_one_query_and_local_relations(spark):
+    tune(spark)
+    ctx = _ctx(spark)
+    odd = _check("odd", lambda c: {"seqs": c.events.filter(F.col("seq") % 2 == 1),
+                                   "per_rt": c.events.groupBy("rt").agg(F.max("seq").alias("last"))})
+    none = _check("none", lambda c: {"empty": c.events.filter(F.col("seq") < 0)})
+    plain = _check("plain", None)
+    with JobMeter(spark) as meter:
+        ctx.find([odd, none, plain])
+    assert meter.jobs == 1
+    seqs, per_rt = ctx.candidates(odd)["seqs"], ctx.candidates(odd)["per_rt"]
+    assert is_local(seqs) and is_local(per_rt)
+    assert sorted(r["seq"] for r in seqs.collect()) == list(range(1, 100, 2))
+    assert sorted(tuple(r) for r in per_rt.collect()) == [(rt, max(range(rt, 100, 7))) for rt in range(7)]
+    assert per_rt.schema == ctx.events.groupBy("rt").agg(F.max("seq").alias("last")).schema
+    assert ctx.candidates(none)["empty"].collect() == []
+    assert ctx.candidates(plain) == {}
+
+
+def test_candidates_beyond_the_limit_stay_distributed_with_the_same_rows(spark, monkeypatch):
+    ctx = _ctx(spark)
+    monkeypatch.setattr(base, "CANDIDATE_LIMIT", 10)
+    many = _check("many", lambda c: {"seqs": c.events.filter(F.col("seq") >= 50)})
+    found = ctx.candidates(many)["seqs"]  # found on demand: the runner did not ask first
+    assert not is_local(found)
+    assert sorted(r["seq"] for r in found.collect()) == list(range(50, 100))
+    ctx.release()
