@@ -98,7 +98,10 @@ class _ForkedChild:
     def __init__(self, control: socket.socket, query: socket.socket, log_dir: Path) -> None:
         context = multiprocessing.get_context("forkserver")
         context.set_forkserver_preload(["joynr_sim.host.__main__"])
-        self._process = context.Process(target=host_main, args=(control, query, str(log_dir)), daemon=False)
+        # Daemonic: when the runner's interpreter exits without closing a host (Ctrl-C while a
+        # spare host was still starting), multiprocessing terminates it instead of waiting
+        # for it forever. A host starts no processes of its own, which daemons may not.
+        self._process = context.Process(target=host_main, args=(control, query, str(log_dir)), daemon=True)
         with _without_main():
             self._process.start()
         self.pid = self._process.pid

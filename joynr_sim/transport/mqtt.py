@@ -147,7 +147,10 @@ class MqttConnection:
         self._on_connected(self, session_present)
 
     def _paho_disconnect(self, client, userdata, flags, reason_code, properties) -> None:
-        self._loop.call_soon_threadsafe(self._disconnected)
+        try:
+            self._loop.call_soon_threadsafe(self._disconnected)
+        except RuntimeError:  # the owner's loop is closed (an interrupted run): nobody to tell
+            pass
 
     def _disconnected(self) -> None:
         if self.connected.is_set():
