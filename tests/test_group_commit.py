@@ -118,3 +118,22 @@ async def test_a_sigkilled_cc_under_load_loses_nothing_its_mqtt_client_had(tmp_p
         assert await proxy.call("get") == count
     resumes = events(tmp_path, "link.resume", rt="cc-consumer")
     assert sum(e["resent"] for e in resumes) == count  # from the outbox, not from paho
+
+
+async def test_a_runtimes_trace_lines_of_a_turn_go_out_in_one_write(tmp_path):
+    from joynr_sim.trace import TraceWriter, read_events
+
+    writer = TraceWriter(tmp_path, "run", "cc1", "cluster-controller", lambda: 0, batched=True)
+    path = tmp_path / "trace" / "cc1.ndjson"
+    writes = []
+    write = writer._file.write
+    writer._file.write = lambda text: (writes.append(text), write(text))[1]
+    for _ in range(3):
+        writer.emit("life.start", target="cc1", target_kind="cluster-controller")
+    assert list(read_events(path)) == []  # not yet: the turn is not over
+    await asyncio.sleep(0)
+    assert [e["seq"] for e in read_events(path)] == [0, 1, 2] and len(writes) == 1
+    # Outside a loop (a tool, another thread) every line is written at once.
+    await asyncio.to_thread(writer.emit, "life.stop", target="cc1", target_kind="cluster-controller")
+    assert [e["seq"] for e in read_events(path)] == [0, 1, 2, 3]
+    writer.close()

@@ -248,6 +248,11 @@ class Host:
             return None
         raise ProtocolError(f"op: {op!r} is not for a runtime")
 
+    def flush_traces(self) -> None:
+        """Before an answer: the runner may read the trace of what it asked for."""
+        for runtime in self.runtimes.values():
+            runtime.trace.flush()
+
     def close(self, runtime: Runtime) -> None:
         runtime.close()
         registry = getattr(runtime, "link_registry", None)
