@@ -5,7 +5,9 @@ A ``RemoteClusterController`` or ``RemoteLibjoynr`` answers what a ``ClusterCont
 lifecycle, providers, proxies and calls, the routing table, MQTT connection state, cut and
 heal — by asking its host process. Each start is a new process (an incarnation) that knows
 only what the runtime persisted; ``crash`` is SIGKILL of that process, after which the
-handle writes ``life.crash`` with the pid it killed into the runtime's trace.
+handle writes ``life.crash`` with the pid it killed into the runtime's trace. A runtime
+given a ``HostGroup`` shares its group's process with the others in it (``groups``): a
+stop leaves them running, a crash kills them too.
 
 Providers in a host are the built-in interfaces (``participants.INTERFACES``), created
 there; an implementation of one's own needs the runtime in the runner's process
@@ -29,6 +31,7 @@ from ..runtime.libjoynr import LibjoynrRuntime
 from ..runtime.mqtt_endpoint import BrokerDirectory
 from ..runtime.participants import INTERFACES, ProviderSkeleton
 from ..trace import TraceWriter
+from .groups import HostGroup
 from .host import check_options
 from .process import HostGone, HostPool, HostProcess
 from .protocol import entry_from_wire, entry_to_wire, put_result_from_wire
@@ -96,7 +99,7 @@ class RemoteRuntime:
     def __init__(
         self, runtime_id: str, *, run_dir: str | Path, run_id: str, clock: SimClock, policy: str = "precedence",
         max_hops: int = 32, seed: int | None = None, options: Mapping[str, Any] | None = None,
-        hosts: HostPool | None = None,
+        hosts: HostPool | None = None, group: HostGroup | None = None,
     ) -> None:
         if not isinstance(policy, str):
             raise TypeError(
@@ -105,6 +108,7 @@ class RemoteRuntime:
             )
         self.runtime_id = runtime_id
         self.hosts = hosts
+        self.group = group
         self.run_dir = Path(run_dir)
         self.run_id = run_id
         self.clock = clock
@@ -146,7 +150,9 @@ class RemoteRuntime:
     async def _launch(self, restart: bool) -> None:
         if self.running:
             raise RuntimeError(f"runtime {self.runtime_id!r} is already running")
-        if self.hosts is not None:
+        if self.group is not None:
+            process = await self.group.process_for(self)
+        elif self.hosts is not None:
             process = await self.hosts.take(self.runtime_id)
         else:
             process = HostProcess(self.runtime_id, self.run_dir / "log")
@@ -157,7 +163,12 @@ class RemoteRuntime:
             result = await process.request("start", {"runtime": self.runtime_id, "restart": restart},
                                            START_TIMEOUT_S)
         except BaseException:
-            await process.kill()
+            if self.group is not None and self.group.shared(self):
+                await self.group.release(self, process)  # the others in the host go on
+            else:
+                if self.group is not None:
+                    self.group.killed(process)
+                await process.kill()
             raise
         self.process = process
         self.incarnation += 1
@@ -175,7 +186,10 @@ class RemoteRuntime:
             self.running = False
             self.process = None
             self.providers.clear()
-            await process.close()
+            if self.group is not None:
+                await self.group.release(self, process)
+            else:
+                await process.close()
 
     async def crash(self) -> None:
         """SIGKILL of the runtime's process: nothing it had not persisted survives."""
@@ -184,8 +198,16 @@ class RemoteRuntime:
         process = self.process
         self.running = False
         self.process = None
-        self.providers.clear()
         pid = await process.kill()
+        dead = self.group.killed(process) if self.group is not None else []
+        for runtime in [self, *(r for r in dead if r is not self and r.process is process)]:
+            runtime._died(pid)
+
+    def _died(self, pid: int | None) -> None:
+        """Its process was SIGKILLed: written into its trace, as the process cannot."""
+        self.running = False
+        self.process = None
+        self.providers.clear()
         trace = TraceWriter(self.run_dir, self.run_id, self.runtime_id, self.kind, self.clock)
         try:
             trace.emit("life.crash", target=self.runtime_id, target_kind=self.kind, pid=pid)
@@ -203,7 +225,12 @@ class RemoteRuntime:
         if self.process is not None:
             process, self.process = self.process, None
             self.running = False
-            await process.kill()
+            if self.group is not None and self.group.shared(self):
+                await self.group.release(self, process)  # the others in the host go on
+            else:
+                if self.group is not None:
+                    self.group.killed(process)
+                await process.kill()
 
     def advance(self, offset_ms: int) -> None:
         if self.running and self.process is not None:

@@ -185,8 +185,9 @@ class Host:
         if op == "stop":
             await runtime.stop()
             return None
-        if op == "close":
+        if op == "close":  # the host forgets it: a later start creates it anew
             self.close(runtime)
+            del self.runtimes[runtime.runtime_id]
             return None
         return await self._participants(runtime, op, args)
 
