@@ -283,6 +283,14 @@ class RemoteRuntime:
         return await self._ask("call", ttl_ms / 1000 + CALL_SLACK_S, sender=sender, recipient=recipient,
                                method=method, params=list(params), ttl_ms=ttl_ms, gbid=gbid)
 
+    async def load(self, sender: str, recipient: str, method: str, params: list[Any], *, calls: int,
+                   concurrency: int, ttl_ms: int = DEFAULT_TTL_MS) -> dict[str, Any]:
+        """``calls`` requests driven inside the host (``runtime.load``): ok, failed, seconds."""
+        rounds = -(-calls // max(concurrency, 1))
+        return await self._ask("load", rounds * ttl_ms / 1000 + CALL_SLACK_S, sender=sender, recipient=recipient,
+                               method=method, params=list(params), ttl_ms=ttl_ms, calls=calls,
+                               concurrency=concurrency)
+
     def one_way(self, sender: str, recipient: str, method: str, params: list[Any],
                 ttl_ms: int = DEFAULT_TTL_MS) -> str:
         return self.query("one_way", runtime=self.runtime_id, sender=sender, recipient=recipient, method=method,

@@ -27,6 +27,7 @@ from ..core.routing import Origin
 from ..runtime.base import Runtime
 from ..runtime.cluster_controller import ClusterController
 from ..runtime.libjoynr import LibjoynrRuntime
+from ..runtime.load import drive_calls
 from ..runtime.participants import INTERFACES
 from .protocol import ProtocolError, entry_from_wire, entry_to_wire, put_result_to_wire
 
@@ -216,6 +217,12 @@ class Host:
         if op == "call":
             return await runtime.request(args["sender"], args["recipient"], args["method"], args["params"],
                                          args["ttl_ms"], gbid=args["gbid"])
+        if op == "load":
+            try:
+                return await drive_calls(runtime, args["sender"], args["recipient"], args["method"], args["params"],
+                                         calls=args["calls"], concurrency=args["concurrency"], ttl_ms=args["ttl_ms"])
+            except ValueError as exc:
+                raise ProtocolError(f"load.{exc}") from None
         if op == "one_way":
             return runtime.one_way(args["sender"], args["recipient"], args["method"], args["params"], args["ttl_ms"])
         if op in ("cut", "heal"):

@@ -73,6 +73,10 @@ OPS: dict[str, dict[str, tuple[type, ...]]] = {
         "runtime": (str,), "sender": (str,), "recipient": (str,), "method": (str,), "params": (list,),
         "ttl_ms": (int,),
     },
+    "load": {
+        "runtime": (str,), "sender": (str,), "recipient": (str,), "method": (str,), "params": (list,),
+        "ttl_ms": (int,), "calls": (int,), "concurrency": (int,),
+    },
     "table_lookup": {"runtime": (str,), "participant_id": (str,), "gbid": _OPT_STR},
     "table_put": {"runtime": (str,), "participant_id": (str,), "entry": (dict,), "origin": (str,)},
     "table_remove": {"runtime": (str,), "participant_id": (str,)},
