@@ -28,6 +28,8 @@ from trace_schema import EVENTS, SCHEMA_VERSION
 from .core.address import describe, type_name
 from .core.routing import RoutingDecision, RoutingEntry
 
+_ENCODER = json.JSONEncoder(separators=(",", ":"))  # made once: json.dumps makes one per call
+
 
 def entry_record(entry: RoutingEntry | None) -> dict[str, Any] | None:
     """A routing entry as the trace stores it."""
@@ -99,7 +101,7 @@ class TraceWriter:
                 **fields,
             }
             self._seq += 1
-            line = json.dumps(event, separators=(",", ":")) + "\n"
+            line = _ENCODER.encode(event) + "\n"
             loop = self._loop() if self.batched else None
             if loop is None:
                 if self._lines:  # what this turn collected goes first
