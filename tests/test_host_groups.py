@@ -4,6 +4,7 @@ a stop leaves the others running."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 
 import pytest
@@ -68,3 +69,17 @@ async def test_a_cc_and_its_apps_share_a_host_which_a_crash_kills_with_all_in_it
         assert not exists(shared)
         pids = {cc1.pid}
     assert not [pid for pid in pids if exists(pid)]
+
+
+@pytest.mark.e2e
+async def test_the_clock_moves_while_a_neighbour_in_the_host_starts(tmp_path):
+    # A clock advance purges every runtime in the host at once, also one still starting
+    # (running, its broker connections not yet up).
+    async with Simulation(tmp_path, gbids=["gbid1"], hosts=1, faults=False) as sim:
+        first = await sim.cluster_controller("cc0")
+        starting = asyncio.ensure_future(asyncio.gather(*(sim.cluster_controller(f"cc{i}") for i in range(1, 6))))
+        while not starting.done():
+            sim.clock.advance(1)  # asks the host through cc0, which runs
+            await asyncio.sleep(0.001)
+        ccs = [first, *await starting]
+        assert len({cc.pid for cc in ccs}) == 1 and all(cc.running for cc in ccs)

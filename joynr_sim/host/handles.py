@@ -16,6 +16,7 @@ there; an implementation of one's own needs the runtime in the runner's process
 
 from __future__ import annotations
 
+import contextlib
 import secrets
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
@@ -34,7 +35,7 @@ from ..trace import TraceWriter
 from .groups import HostGroup
 from .host import check_options
 from .process import HostGone, HostPool, HostProcess
-from .protocol import entry_from_wire, entry_to_wire, put_result_from_wire
+from .protocol import ProtocolError, entry_from_wire, entry_to_wire, put_result_from_wire
 
 START_TIMEOUT_S = 60.0
 CALL_SLACK_S = 10.0  # beyond a call's TTL: the host answers a timeout itself
@@ -164,7 +165,8 @@ class RemoteRuntime:
                                            START_TIMEOUT_S)
         except BaseException:
             if self.group is not None and self.group.shared(self):
-                await self.group.release(self, process)  # the others in the host go on
+                with contextlib.suppress(ProtocolError):  # not created: nothing to close
+                    await self.group.release(self, process)  # the others in the host go on
             else:
                 if self.group is not None:
                     self.group.killed(process)

@@ -157,7 +157,9 @@ class MqttEndpoint:
         await self._connect(gbid).wait_connected(CONNECT_TIMEOUT_S)
 
     def purge(self, now_ms: int) -> None:
-        self._live_sessions().purge(now_ms)
+        if self.sessions is None:  # not started yet: a clock advance while it starts
+            return
+        self.sessions.purge(now_ms)
 
     def _known(self, gbid: str) -> str:
         if gbid not in self.gbids:
