@@ -61,6 +61,14 @@ def fleet_size(quick: bool) -> tuple[int, int]:
     return ccs, apps
 
 
+async def _all(coros: Any) -> list[Any]:
+    """Like gather, but the first failure cancels the rest: nothing goes on starting while
+    the simulation closes."""
+    async with asyncio.TaskGroup() as group:
+        tasks = [group.create_task(c) for c in coros]
+    return [t.result() for t in tasks]
+
+
 def _cpu_seconds(pid: int) -> float:
     """User and system CPU of a process so far (Linux /proc)."""
     try:
@@ -164,29 +172,28 @@ async def _fleet(ccs: int, apps: int, calls_per_consumer: int) -> dict[str, Any]
                 nxt = (k + 1) % ccs
                 controllers.append(sim.cluster_controller(
                     f"cc{k}", ["gbid1"], provisioned=[(f"echo-{nxt}", MqttAddress("gbid1", f"cc{nxt}"), True)]))
-            controllers = await asyncio.gather(*controllers)
+            controllers = await _all(controllers)
 
             async def populate(k: int) -> list[tuple[Any, Any]]:
                 cc = controllers[k]
                 provider = await sim.libjoynr(f"app{k}-0", cc)
                 await provider.register_provider("d", "joynrsim/Echo", EchoProvider(), participant_id=f"echo-{k}")
-                consumers = await asyncio.gather(*(sim.libjoynr(f"app{k}-{i}", cc) for i in range(1, per_cc)))
-                proxies = await asyncio.gather(
-                    *(c.create_proxy("joynrsim/Echo", f"echo-{(k + 1) % ccs}") for c in consumers))
+                consumers = await _all(sim.libjoynr(f"app{k}-{i}", cc) for i in range(1, per_cc))
+                proxies = await _all(c.create_proxy("joynrsim/Echo", f"echo-{(k + 1) % ccs}") for c in consumers)
                 return list(zip(consumers, proxies, strict=True))
 
-            pairs = [p for group in await asyncio.gather(*(populate(k) for k in range(ccs))) for p in group]
+            pairs = [p for group in await _all(populate(k) for k in range(ccs)) for p in group]
             startup_s = time.perf_counter() - started
             pids = sorted({r.pid for r in sim.runtimes.values() if getattr(r, "pid", None)})
             # Warm up every route, then measure.
-            await asyncio.gather(*(app.load(proxy.participant_id, proxy.provider_participant_id, "echo", ["w"],
-                                            calls=2, concurrency=1, ttl_ms=TTL_MS) for app, proxy in pairs))
+            await _all(app.load(proxy.participant_id, proxy.provider_participant_id, "echo", ["w"],
+                                  calls=2, concurrency=1, ttl_ms=TTL_MS) for app, proxy in pairs)
             cpu0 = sum(_cpu_seconds(pid) for pid in pids) + time.process_time()
             t0 = time.perf_counter()
-            results = await asyncio.gather(*(
+            results = await _all(
                 app.load(proxy.participant_id, proxy.provider_participant_id, "echo", ["x" * 100],
                          calls=calls_per_consumer, concurrency=CONCURRENCY, ttl_ms=TTL_MS)
-                for app, proxy in pairs))
+                for app, proxy in pairs)
             wall = time.perf_counter() - t0
             cpu = sum(_cpu_seconds(pid) for pid in pids) + time.process_time() - cpu0
             peak_mb = sum(_peak_rss_mb(pid) for pid in pids)
