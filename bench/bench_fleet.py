@@ -162,7 +162,7 @@ def paho_capacity(sim: Simulation, processes: int, seconds: float) -> float:
 
 
 async def _fleet(ccs: int, apps: int, calls_per_consumer: int) -> dict[str, Any]:
-    hosts = os.cpu_count() or 1
+    hosts = os.cpu_count() or 1  # Simulation(hosts="cores")
     per_cc = apps // ccs
     with tempfile.TemporaryDirectory() as tmp:
         started = time.perf_counter()

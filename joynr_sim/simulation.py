@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import os
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -67,11 +68,12 @@ class Simulation:
         gcd_last_seen_timeout_ms: int | None = None,
         faults: bool = True,
         processes: bool = True,
-        hosts: int | None = None,
+        hosts: int | str | None = None,
     ) -> None:
         """hosts: with processes, place the runtimes in this many host processes (a cluster
         controller in the next one in turn, its libjoynr runtimes with it; see
-        ``joynr_sim.host.groups``); None, the default: one process per runtime."""
+        ``joynr_sim.host.groups``), ``"cores"`` for one per core; None, the default: one
+        process per runtime."""
         self.run_dir = Path(run_dir)
         self.gcd_last_seen_timeout_ms = gcd_last_seen_timeout_ms
         self.run_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -90,8 +92,10 @@ class Simulation:
         if not isinstance(processes, bool):
             raise ValueError(f"processes: expected true or false, got {processes!r}")
         self.processes = processes
+        if hosts == "cores":
+            hosts = os.cpu_count() or 1
         if hosts is not None and (type(hosts) is not int or hosts < 1):
-            raise ValueError(f"hosts: expected a whole number from 1, got {hosts!r}")
+            raise ValueError(f"hosts: expected a whole number from 1 or 'cores', got {hosts!r}")
         if hosts is not None and not processes:
             raise ValueError("hosts: runtimes are placed in host processes only with processes=True")
         self.hosts = hosts

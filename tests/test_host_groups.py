@@ -28,6 +28,7 @@ def test_hosts_must_be_a_whole_number_and_need_processes(tmp_path):
             Simulation(tmp_path, gbids=["gbid1"], hosts=bad)
     with pytest.raises(ValueError, match="^hosts: .*only with processes=True"):
         Simulation(tmp_path, gbids=["gbid1"], hosts=2, processes=False)
+    assert Simulation(tmp_path, gbids=["gbid1"], hosts="cores").hosts == os.cpu_count()
 
 
 @pytest.mark.e2e
