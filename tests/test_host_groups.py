@@ -84,3 +84,18 @@ async def test_the_clock_moves_while_a_neighbour_in_the_host_starts(tmp_path):
             await asyncio.sleep(0.001)
         ccs = [first, *await starting]
         assert len({cc.pid for cc in ccs}) == 1 and all(cc.running for cc in ccs)
+
+
+@pytest.mark.e2e
+async def test_a_clock_move_reaches_a_shared_host_once(tmp_path):
+    # Each move purges every runtime in the host: once per move, not once per runtime.
+    async with Simulation(tmp_path, gbids=["gbid1"], hosts=1, faults=False) as sim:
+        ccs = [await sim.cluster_controller(f"cc{i}") for i in range(3)]
+        process = ccs[0].process
+        asked = []
+        query = process.query
+        process.query = lambda op, args: (asked.append(op), query(op, args))[1]
+        sim.clock.advance(5)
+        assert asked.count("advance") == 1
+        await sim.cluster_controller("cc3")  # started at the offset the host has
+        assert asked.count("advance") == 1

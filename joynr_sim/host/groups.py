@@ -31,6 +31,7 @@ class HostGroup:
         self.process: HostProcess | None = None
         self.members: list[RemoteRuntime] = []  # the runtimes the process holds now
         self._lock = asyncio.Lock()  # one process per group, however many start at once
+        self._offset_ms: int | None = None  # where the process's clock was moved last
 
     async def process_for(self, runtime: RemoteRuntime) -> HostProcess:
         """The group's process, taken from the pool when there is none (or it died)."""
@@ -38,9 +39,19 @@ class HostGroup:
             if self.process is None or not self.process.alive:
                 self.process = await self.pool.take(self.name)
                 self.members = []
+                self._offset_ms = None
             if runtime not in self.members:
                 self.members.append(runtime)
             return self.process
+
+    def advance(self, process: HostProcess, offset_ms: int) -> None:
+        """Move the clock of the group's process, once per offset: every runtime in it
+        follows that one clock, and each move purges all of them."""
+        if process is self.process and offset_ms == self._offset_ms:
+            return
+        process.query("advance", {"offset_ms": offset_ms})
+        if process is self.process:
+            self._offset_ms = offset_ms
 
     def shared(self, runtime: RemoteRuntime) -> bool:
         """Whether another runtime lives in the process with ``runtime``."""

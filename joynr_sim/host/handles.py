@@ -159,7 +159,10 @@ class RemoteRuntime:
             process = HostProcess(self.runtime_id, self.run_dir / "log")
             await process.spawn()
         try:
-            process.query("advance", {"offset_ms": self.clock.offset_ms})
+            if self.group is not None:
+                self.group.advance(process, self.clock.offset_ms)
+            else:
+                process.query("advance", {"offset_ms": self.clock.offset_ms})
             await process.request("create", {"runtime": self.runtime_id, "kind": self.kind, "spec": self._spec()})
             result = await process.request("start", {"runtime": self.runtime_id, "restart": restart},
                                            START_TIMEOUT_S)
@@ -236,7 +239,10 @@ class RemoteRuntime:
 
     def advance(self, offset_ms: int) -> None:
         if self.running and self.process is not None:
-            self.process.query("advance", {"offset_ms": offset_ms})
+            if self.group is not None:
+                self.group.advance(self.process, offset_ms)
+            else:
+                self.process.query("advance", {"offset_ms": offset_ms})
 
     # -- providers, proxies, calls ---------------------------------------------------------
     async def register_provider(
