@@ -61,6 +61,14 @@ def fleet_size(quick: bool) -> tuple[int, int]:
     return ccs, apps
 
 
+START_CONCURRENCY = 50  # starts at a time: each new broker login reloads the broker's password file
+
+
+async def _bounded(limit: asyncio.Semaphore, coro: Any) -> Any:
+    async with limit:
+        return await coro
+
+
 async def _all(coros: Any) -> list[Any]:
     """Like gather, but the first failure cancels the rest: nothing goes on starting while
     the simulation closes."""
@@ -172,13 +180,14 @@ async def _fleet(ccs: int, apps: int, calls_per_consumer: int) -> dict[str, Any]
                 nxt = (k + 1) % ccs
                 controllers.append(sim.cluster_controller(
                     f"cc{k}", ["gbid1"], provisioned=[(f"echo-{nxt}", MqttAddress("gbid1", f"cc{nxt}"), True)]))
-            controllers = await _all(controllers)
+            starting = asyncio.Semaphore(START_CONCURRENCY)
+            controllers = await _all(_bounded(starting, c) for c in controllers)
 
             async def populate(k: int) -> list[tuple[Any, Any]]:
                 cc = controllers[k]
                 provider = await sim.libjoynr(f"app{k}-0", cc)
                 await provider.register_provider("d", "joynrsim/Echo", EchoProvider(), participant_id=f"echo-{k}")
-                consumers = await _all(sim.libjoynr(f"app{k}-{i}", cc) for i in range(1, per_cc))
+                consumers = await _all(_bounded(starting, sim.libjoynr(f"app{k}-{i}", cc)) for i in range(1, per_cc))
                 proxies = await _all(c.create_proxy("joynrsim/Echo", f"echo-{(k + 1) % ccs}") for c in consumers)
                 return list(zip(consumers, proxies, strict=True))
 
