@@ -61,7 +61,8 @@ def fleet_size(quick: bool) -> tuple[int, int]:
     return ccs, apps
 
 
-START_CONCURRENCY = 50  # starts at a time: each new broker login reloads the broker's password file
+START_CONCURRENCY = 50  # runtime starts at a time
+CC_START_CONCURRENCY = 10  # cluster controller starts at a time: each new broker login reloads Mosquitto
 
 
 async def _bounded(limit: asyncio.Semaphore, coro: Any) -> Any:
@@ -180,8 +181,9 @@ async def _fleet(ccs: int, apps: int, calls_per_consumer: int) -> dict[str, Any]
                 nxt = (k + 1) % ccs
                 controllers.append(sim.cluster_controller(
                     f"cc{k}", ["gbid1"], provisioned=[(f"echo-{nxt}", MqttAddress("gbid1", f"cc{nxt}"), True)]))
+            logins = asyncio.Semaphore(CC_START_CONCURRENCY)
+            controllers = await _all(_bounded(logins, c) for c in controllers)
             starting = asyncio.Semaphore(START_CONCURRENCY)
-            controllers = await _all(_bounded(starting, c) for c in controllers)
 
             async def populate(k: int) -> list[tuple[Any, Any]]:
                 cc = controllers[k]
