@@ -2,7 +2,8 @@
 QoS 1 round-trip capacity measured in the same run with paho clients on as many cores.
 
 Layout: N cluster controllers on one Mosquitto (no fault proxies), placed one host
-process per core (``Simulation(hosts=os.cpu_count())``), each with M/N libjoynr runtimes
+process per core (``Simulation(hosts="cores")``; more when a host would hold over 80
+cluster controllers, the most paho's select() loop can serve in one process), each with M/N libjoynr runtimes
 in its host: the first provides ``joynrsim/Echo`` as ``echo-<k>``, the others each hold a
 proxy of the next cluster controller's provider (``echo-<k+1>``, a provisioned MQTT
 route), so every call crosses the broker twice (request and reply). Each consumer drives
@@ -62,6 +63,7 @@ def fleet_size(quick: bool) -> tuple[int, int]:
 
 
 START_CONCURRENCY = 50  # runtime starts at a time
+CCS_PER_HOST = 80
 CC_START_CONCURRENCY = 10  # cluster controller starts at a time: each new broker login reloads Mosquitto
 
 
@@ -171,7 +173,10 @@ def paho_capacity(sim: Simulation, processes: int, seconds: float) -> float:
 
 
 async def _fleet(ccs: int, apps: int, calls_per_consumer: int) -> dict[str, Any]:
-    hosts = os.cpu_count() or 1  # Simulation(hosts="cores")
+    # One host per core (Simulation(hosts="cores")), but at most CCS_PER_HOST cluster
+    # controllers in one: paho's network thread waits in select(), which cannot watch a
+    # socket numbered above 1024, and each cluster controller holds about ten descriptors.
+    hosts = max(os.cpu_count() or 1, -(-ccs // CCS_PER_HOST))
     per_cc = apps // ccs
     with tempfile.TemporaryDirectory() as tmp:
         started = time.perf_counter()
