@@ -64,7 +64,7 @@ def fleet_size(quick: bool) -> tuple[int, int]:
 
 START_CONCURRENCY = 50  # runtime starts at a time
 CCS_PER_HOST = 80
-CC_START_CONCURRENCY = 10  # cluster controller starts at a time: each new broker login reloads Mosquitto
+CC_START_CONCURRENCY = 10  # CC starts (a new broker login reloads Mosquitto) and GCD adds at a time
 
 
 async def _bounded(limit: asyncio.Semaphore, coro: Any) -> Any:
@@ -192,8 +192,9 @@ async def _fleet(ccs: int, apps: int, calls_per_consumer: int) -> dict[str, Any]
 
             async def populate(k: int) -> list[tuple[Any, Any]]:
                 cc = controllers[k]
-                provider = await sim.libjoynr(f"app{k}-0", cc)
-                await provider.register_provider("d", "joynrsim/Echo", EchoProvider(), participant_id=f"echo-{k}")
+                async with logins:  # the GCD, in the runner, answers an add within 10 s
+                    provider = await sim.libjoynr(f"app{k}-0", cc)
+                    await provider.register_provider("d", "joynrsim/Echo", EchoProvider(), participant_id=f"echo-{k}")
                 consumers = await _all(_bounded(starting, sim.libjoynr(f"app{k}-{i}", cc)) for i in range(1, per_cc))
                 proxies = await _all(c.create_proxy("joynrsim/Echo", f"echo-{(k + 1) % ccs}") for c in consumers)
                 return list(zip(consumers, proxies, strict=True))
