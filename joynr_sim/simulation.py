@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import os
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -39,6 +40,7 @@ from .clock import SimClock
 from .core.address import Address, WebSocketAddress
 from .core.links import LinkRegistry
 from .faults import TRACE_RUNTIME_ID, Faults, ProxiedBrokers
+from .host.groups import HostGroup
 from .host.handles import RemoteClusterController, RemoteLibjoynr, RemoteRuntime
 from .host.process import HostPool
 from .runtime.base import Runtime
@@ -66,7 +68,12 @@ class Simulation:
         gcd_last_seen_timeout_ms: int | None = None,
         faults: bool = True,
         processes: bool = True,
+        hosts: int | str | None = None,
     ) -> None:
+        """hosts: with processes, place the runtimes in this many host processes (a cluster
+        controller in the next one in turn, its libjoynr runtimes with it; see
+        ``joynr_sim.host.groups``), ``"cores"`` for one per core; None, the default: one
+        process per runtime."""
         self.run_dir = Path(run_dir)
         self.gcd_last_seen_timeout_ms = gcd_last_seen_timeout_ms
         self.run_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -85,8 +92,17 @@ class Simulation:
         if not isinstance(processes, bool):
             raise ValueError(f"processes: expected true or false, got {processes!r}")
         self.processes = processes
+        if hosts == "cores":
+            hosts = os.cpu_count() or 1
+        if hosts is not None and (type(hosts) is not int or hosts < 1):
+            raise ValueError(f"hosts: expected a whole number from 1 or 'cores', got {hosts!r}")
+        if hosts is not None and not processes:
+            raise ValueError("hosts: runtimes are placed in host processes only with processes=True")
+        self.hosts = hosts
         # Host processes started ahead: a runtime's start need not wait for Python to start.
         self._hosts = HostPool(self.run_dir / "log") if processes else None
+        self._groups = [HostGroup(f"host-{i + 1}", self._hosts) for i in range(hosts or 0)] if self._hosts else []
+        self._group_of: dict[str, HostGroup] = {}  # cluster controller runtime id -> its group
         self.runtimes: dict[str, Runtime | RemoteRuntime] = {}
         # A runtime in a host process has its own clock: it follows this one's advances.
         self.clock.on_advance(self._advance_hosts)
@@ -189,10 +205,13 @@ class Simulation:
         try:
             if self.processes:
                 # The link store is the CC id's file in the run directory: each process opens it.
+                group = self._groups[len(self._group_of) % len(self._groups)] if self._groups else None
                 cc: ClusterController | RemoteClusterController = RemoteClusterController(
                     cc_id, gbids, brokers, runtime_id=runtime_id, provisioned=provisioned,
-                    options=kwargs, hosts=self._hosts, **self._common(),
+                    options=kwargs, hosts=self._hosts, group=group, **self._common(),
                 )
+                if group is not None:
+                    self._group_of[cc.runtime_id] = group
             else:
                 cc = ClusterController(
                     cc_id, gbids, brokers, runtime_id=runtime_id,
@@ -224,7 +243,7 @@ class Simulation:
             if self.processes:
                 runtime: LibjoynrRuntime | RemoteLibjoynr = RemoteLibjoynr(
                     runtime_id, cc.cc_id, cc_address, token=cc.admit(runtime_id), options=kwargs, hosts=self._hosts,
-                    **self._common(),
+                    group=self._group_of.get(cc.runtime_id), **self._common(),
                 )
             else:
                 runtime = LibjoynrRuntime(

@@ -1,8 +1,11 @@
 """The message trace: schema v1 and the per-runtime NDJSON writer.
 
-Each runtime appends to ``<run dir>/trace/<runtime id>.ndjson``, one JSON object a line,
-and hands every line to the operating system before returning, so a simulated crash of
-the runtime loses no event it had already recorded. Readers tolerate a torn last line.
+Each runtime appends to ``<run dir>/trace/<runtime id>.ndjson``, one JSON object a line.
+A writer made with ``batched=True`` (a runtime's) collects the lines of one event-loop
+turn and hands them to the operating system in one write at its end (or when ``flush``
+is called, as a host does before it answers the runner); every other writer, and any
+emit from outside the loop's thread, writes each line before returning. Readers tolerate
+a torn last line.
 
 Common fields: ``v`` (schema version), ``ts`` (simulated epoch ms), ``seq`` (per
 runtime, from 0), ``run`` (run id), ``rt`` (runtime id), ``kind`` (runtime kind), ``ev``.
@@ -12,6 +15,7 @@ which the checker reads too; an event name not in it is refused here.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import threading
@@ -23,6 +27,8 @@ from trace_schema import EVENTS, SCHEMA_VERSION
 
 from .core.address import describe, type_name
 from .core.routing import RoutingDecision, RoutingEntry
+
+_ENCODER = json.JSONEncoder(separators=(",", ":"))  # made once: json.dumps makes one per call
 
 
 def entry_record(entry: RoutingEntry | None) -> dict[str, Any] | None:
@@ -46,7 +52,10 @@ class TraceWriter:
         runtime_id: str,
         kind: str,
         clock: Callable[[], int],
+        batched: bool = False,
     ) -> None:
+        """batched: the lines of a loop turn go out in one write at its end; a SIGKILL then
+        loses the events of the turn it interrupts."""
         self.path = Path(run_dir) / "trace" / f"{runtime_id}.ndjson"
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.run_id = run_id
@@ -54,6 +63,9 @@ class TraceWriter:
         self.kind = kind
         self.clock = clock
         self._lock = threading.Lock()  # paho callbacks run on their own thread
+        self.batched = batched
+        self._lines: list[str] = []
+        self._flush_handle: asyncio.Handle | None = None
         self._seq = self._next_seq()
         self._file = open(self.path, "a", encoding="utf-8", buffering=1)
         if self._ends_torn():
@@ -89,8 +101,37 @@ class TraceWriter:
                 **fields,
             }
             self._seq += 1
-            self._file.write(json.dumps(event, separators=(",", ":")) + "\n")
+            line = _ENCODER.encode(event) + "\n"
+            loop = self._loop() if self.batched else None
+            if loop is None:
+                if self._lines:  # what this turn collected goes first
+                    self._write_lines()
+                self._file.write(line)
+            else:
+                self._lines.append(line)
+                if self._flush_handle is None:
+                    self._flush_handle = loop.call_soon(self.flush)
         return event
+
+    @staticmethod
+    def _loop() -> asyncio.AbstractEventLoop | None:
+        try:
+            return asyncio.get_running_loop()
+        except RuntimeError:
+            return None
+
+    def flush(self) -> None:
+        """Hand what this turn collected to the operating system now."""
+        with self._lock:
+            if self._flush_handle is not None:
+                self._flush_handle.cancel()
+                self._flush_handle = None
+            if self._lines and not self._file.closed:
+                self._write_lines()
+
+    def _write_lines(self) -> None:
+        lines, self._lines = self._lines, []
+        self._file.write("".join(lines))
 
     def routing_listener(self, decision: RoutingDecision) -> None:
         """Subscribe to a RoutingTable: every decision becomes an rt.* event."""
@@ -107,6 +148,7 @@ class TraceWriter:
         )
 
     def close(self) -> None:
+        self.flush()
         with self._lock:
             if not self._file.closed:
                 self._file.close()

@@ -5,7 +5,9 @@ A ``RemoteClusterController`` or ``RemoteLibjoynr`` answers what a ``ClusterCont
 lifecycle, providers, proxies and calls, the routing table, MQTT connection state, cut and
 heal — by asking its host process. Each start is a new process (an incarnation) that knows
 only what the runtime persisted; ``crash`` is SIGKILL of that process, after which the
-handle writes ``life.crash`` with the pid it killed into the runtime's trace.
+handle writes ``life.crash`` with the pid it killed into the runtime's trace. A runtime
+given a ``HostGroup`` shares its group's process with the others in it (``groups``): a
+stop leaves them running, a crash kills them too.
 
 Providers in a host are the built-in interfaces (``participants.INTERFACES``), created
 there; an implementation of one's own needs the runtime in the runner's process
@@ -14,101 +16,29 @@ there; an implementation of one's own needs the runtime in the runner's process
 
 from __future__ import annotations
 
+import contextlib
 import secrets
-from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import asdict
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from ..clock import SimClock
 from ..core.address import Address, WebSocketAddress, WebSocketClientAddress, to_dict
 from ..core.discovery import DiscoveryScope
-from ..core.routing import Origin, PutResult, RoutingEntry
-from ..core.subscriptions import SubscriptionQos
 from ..runtime.base import DEFAULT_TTL_MS
 from ..runtime.cluster_controller import CcAddresses, ClusterController, routing_provider_participant_id
 from ..runtime.libjoynr import LibjoynrRuntime
 from ..runtime.mqtt_endpoint import BrokerDirectory
 from ..runtime.participants import INTERFACES, ProviderSkeleton
-from ..runtime.subscriptions import SUBSCRIBE_TTL_MS
 from ..trace import TraceWriter
+from .groups import HostGroup
 from .host import check_options
 from .process import HostGone, HostPool, HostProcess
-from .protocol import entry_from_wire, entry_to_wire, put_result_from_wire
-from .remote_subscription import CALL_SLACK_S, RemoteSubscription
+from .protocol import ProtocolError
+from .remote_subscription import CALL_SLACK_S
+from .remote_views import RemoteProxy, RemoteTable
 
 START_TIMEOUT_S = 60.0
-
-
-class RemoteTable:
-    """The routing table of a runtime in a host, read where it is."""
-
-    def __init__(self, runtime: RemoteRuntime) -> None:
-        self._runtime = runtime
-
-    def _ask(self, op: str, **args: Any) -> Any:
-        return self._runtime.query(op, runtime=self._runtime.runtime_id, **args)
-
-    def lookup(self, participant_id: str, gbid: str | None = None) -> RoutingEntry | None:
-        if not self._runtime.running:
-            return None  # a runtime that is down has no table
-        return entry_from_wire(self._ask("table_lookup", participant_id=participant_id, gbid=gbid))
-
-    def put(self, participant_id: str, entry: RoutingEntry, origin: Origin | str = Origin.LOCAL) -> PutResult:
-        wire = entry_to_wire(entry)
-        return put_result_from_wire(self._ask("table_put", participant_id=participant_id, entry=wire,
-                                              origin=str(getattr(origin, "value", origin))))
-
-    def remove(self, participant_id: str) -> str:
-        return self._ask("table_remove", participant_id=participant_id)
-
-    def items(self) -> list[tuple[str, RoutingEntry]]:
-        if not self._runtime.running:
-            return []
-        return [(pid, entry_from_wire(entry)) for pid, entry in self._ask("table_items")]
-
-    def __contains__(self, participant_id: object) -> bool:
-        return isinstance(participant_id, str) and self.lookup(participant_id) is not None
-
-    def __iter__(self) -> Iterator[str]:
-        return iter([pid for pid, _ in self.items()])
-
-    def __len__(self) -> int:
-        return len(self.items())
-
-
-class RemoteProxy:
-    """What an application holds, for a proxy in a host: calls go from its participant."""
-
-    def __init__(self, runtime: RemoteRuntime, participant_id: str, provider_participant_id: str) -> None:
-        self.runtime = runtime
-        self.participant_id = participant_id
-        self.provider_participant_id = provider_participant_id
-
-    async def call(self, method: str, *params: Any, ttl_ms: int = DEFAULT_TTL_MS) -> Any:
-        return await self.runtime.request(self.participant_id, self.provider_participant_id, method, list(params),
-                                          ttl_ms)
-
-    def one_way(self, method: str, *params: Any, ttl_ms: int = DEFAULT_TTL_MS) -> str:
-        return self.runtime.one_way(self.participant_id, self.provider_participant_id, method, list(params), ttl_ms)
-
-    async def subscribe_attribute(self, attribute: str, qos: SubscriptionQos | None = None) -> RemoteSubscription:
-        return await self._subscribe("attribute", attribute, qos, None, ())
-
-    async def subscribe_broadcast(self, broadcast: str, qos: SubscriptionQos | None = None, *,
-                                  filter: dict[str, Any] | None = None,
-                                  partitions: tuple[str, ...] = ()) -> RemoteSubscription:
-        return await self._subscribe("broadcast", broadcast, qos, filter, partitions)
-
-    async def _subscribe(self, kind: str, name: str, qos: SubscriptionQos | None, flt: dict[str, Any] | None,
-                         partitions: tuple[str, ...]) -> RemoteSubscription:
-        qos = (qos or SubscriptionQos("on-change")).check()
-        sid = await self.runtime._ask("subscribe", SUBSCRIBE_TTL_MS / 1000 + CALL_SLACK_S, proxy=self.participant_id,
-                                      name=name, kind=kind, qos=asdict(qos), filter=flt, partitions=list(partitions))
-        return RemoteSubscription(self.runtime, sid, self.participant_id, self.provider_participant_id, name)
-
-    async def unsubscribe(self, subscription_id: str) -> None:
-        await self.runtime._ask("unsubscribe", subscription_id=subscription_id)
 
 
 class RemoteRuntime:
@@ -117,7 +47,7 @@ class RemoteRuntime:
     def __init__(
         self, runtime_id: str, *, run_dir: str | Path, run_id: str, clock: SimClock, policy: str = "precedence",
         max_hops: int = 32, seed: int | None = None, options: Mapping[str, Any] | None = None,
-        hosts: HostPool | None = None,
+        hosts: HostPool | None = None, group: HostGroup | None = None,
     ) -> None:
         if not isinstance(policy, str):
             raise TypeError(
@@ -126,6 +56,7 @@ class RemoteRuntime:
             )
         self.runtime_id = runtime_id
         self.hosts = hosts
+        self.group = group
         self.run_dir = Path(run_dir)
         self.run_id = run_id
         self.clock = clock
@@ -167,18 +98,29 @@ class RemoteRuntime:
     async def _launch(self, restart: bool) -> None:
         if self.running:
             raise RuntimeError(f"runtime {self.runtime_id!r} is already running")
-        if self.hosts is not None:
+        if self.group is not None:
+            process = await self.group.process_for(self)
+        elif self.hosts is not None:
             process = await self.hosts.take(self.runtime_id)
         else:
             process = HostProcess(self.runtime_id, self.run_dir / "log")
             await process.spawn()
         try:
-            process.query("advance", {"offset_ms": self.clock.offset_ms})
+            if self.group is not None:
+                self.group.advance(process, self.clock.offset_ms)
+            else:
+                process.query("advance", {"offset_ms": self.clock.offset_ms})
             await process.request("create", {"runtime": self.runtime_id, "kind": self.kind, "spec": self._spec()})
             result = await process.request("start", {"runtime": self.runtime_id, "restart": restart},
                                            START_TIMEOUT_S)
         except BaseException:
-            await process.kill()
+            if self.group is not None and self.group.shared(self):
+                with contextlib.suppress(ProtocolError):  # not created: nothing to close
+                    await self.group.release(self, process)  # the others in the host go on
+            else:
+                if self.group is not None:
+                    self.group.killed(process)
+                await process.kill()
             raise
         self.process = process
         self.incarnation += 1
@@ -196,7 +138,10 @@ class RemoteRuntime:
             self.running = False
             self.process = None
             self.providers.clear()
-            await process.close()
+            if self.group is not None:
+                await self.group.release(self, process)
+            else:
+                await process.close()
 
     async def crash(self) -> None:
         """SIGKILL of the runtime's process: nothing it had not persisted survives."""
@@ -205,8 +150,16 @@ class RemoteRuntime:
         process = self.process
         self.running = False
         self.process = None
-        self.providers.clear()
         pid = await process.kill()
+        dead = self.group.killed(process) if self.group is not None else []
+        for runtime in [self, *(r for r in dead if r is not self and r.process is process)]:
+            runtime._died(pid)
+
+    def _died(self, pid: int | None) -> None:
+        """Its process was SIGKILLed: written into its trace, as the process cannot."""
+        self.running = False
+        self.process = None
+        self.providers.clear()
         trace = TraceWriter(self.run_dir, self.run_id, self.runtime_id, self.kind, self.clock)
         try:
             trace.emit("life.crash", target=self.runtime_id, target_kind=self.kind, pid=pid)
@@ -224,11 +177,19 @@ class RemoteRuntime:
         if self.process is not None:
             process, self.process = self.process, None
             self.running = False
-            await process.kill()
+            if self.group is not None and self.group.shared(self):
+                await self.group.release(self, process)  # the others in the host go on
+            else:
+                if self.group is not None:
+                    self.group.killed(process)
+                await process.kill()
 
     def advance(self, offset_ms: int) -> None:
         if self.running and self.process is not None:
-            self.process.query("advance", {"offset_ms": offset_ms})
+            if self.group is not None:
+                self.group.advance(self.process, offset_ms)
+            else:
+                self.process.query("advance", {"offset_ms": offset_ms})
 
     # -- providers, proxies, calls ---------------------------------------------------------
     async def register_provider(
@@ -279,6 +240,14 @@ class RemoteRuntime:
                       ttl_ms: int = DEFAULT_TTL_MS, gbid: str | None = None) -> Any:
         return await self._ask("call", ttl_ms / 1000 + CALL_SLACK_S, sender=sender, recipient=recipient,
                                method=method, params=list(params), ttl_ms=ttl_ms, gbid=gbid)
+
+    async def load(self, sender: str, recipient: str, method: str, params: list[Any], *, calls: int,
+                   concurrency: int, ttl_ms: int = DEFAULT_TTL_MS) -> dict[str, Any]:
+        """``calls`` requests driven inside the host (``runtime.load``): ok, failed, seconds."""
+        rounds = -(-calls // max(concurrency, 1))
+        return await self._ask("load", rounds * ttl_ms / 1000 + CALL_SLACK_S, sender=sender, recipient=recipient,
+                               method=method, params=list(params), ttl_ms=ttl_ms, calls=calls,
+                               concurrency=concurrency)
 
     def one_way(self, sender: str, recipient: str, method: str, params: list[Any],
                 ttl_ms: int = DEFAULT_TTL_MS) -> str:

@@ -34,6 +34,7 @@ from ..core.subscription_wire import (
 from ..runtime.base import Proxy, Runtime
 from ..runtime.cluster_controller import ClusterController
 from ..runtime.libjoynr import LibjoynrRuntime
+from ..runtime.load import drive_calls
 from ..runtime.participants import INTERFACES
 from ..runtime.subscriptions import Subscription
 from .protocol import ProtocolError, entry_from_wire, entry_to_wire, put_result_to_wire
@@ -197,8 +198,9 @@ class Host:
         if op == "stop":
             await runtime.stop()
             return None
-        if op == "close":
+        if op == "close":  # the host forgets it: a later start creates it anew
             self.close(runtime)
+            del self.runtimes[runtime.runtime_id]
             return None
         return await self._participants(runtime, op, args)
 
@@ -229,6 +231,12 @@ class Host:
         if op == "call":
             return await runtime.request(args["sender"], args["recipient"], args["method"], args["params"],
                                          args["ttl_ms"], gbid=args["gbid"])
+        if op == "load":
+            try:
+                return await drive_calls(runtime, args["sender"], args["recipient"], args["method"], args["params"],
+                                         calls=args["calls"], concurrency=args["concurrency"], ttl_ms=args["ttl_ms"])
+            except ValueError as exc:
+                raise ProtocolError(f"load.{exc}") from None
         if op == "one_way":
             return runtime.one_way(args["sender"], args["recipient"], args["method"], args["params"], args["ttl_ms"])
         if op in ("subscribe", "unsubscribe", "await_publications", "publications"):
@@ -298,6 +306,11 @@ class Host:
             cc._ws_tokens[args["client"]] = args["token"]
             return None
         raise ProtocolError(f"op: {op!r} is not for a runtime")
+
+    def flush_traces(self) -> None:
+        """Before an answer: the runner may read the trace of what it asked for."""
+        for runtime in self.runtimes.values():
+            runtime.trace.flush()
 
     def close(self, runtime: Runtime) -> None:
         runtime.close()

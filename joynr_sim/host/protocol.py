@@ -82,6 +82,10 @@ OPS: dict[str, dict[str, tuple[type, ...]]] = {
     "invoke_provider": {"runtime": (str,), "participant_id": (str,), "method": (str,), "params": (list,)},
     "await_publications": {"runtime": (str,), "subscription_id": (str,), "count": (int,), "timeout_ms": (int,)},
     "publications": {"runtime": (str,), "subscription_id": (str,)},
+    "load": {
+        "runtime": (str,), "sender": (str,), "recipient": (str,), "method": (str,), "params": (list,),
+        "ttl_ms": (int,), "calls": (int,), "concurrency": (int,),
+    },
     "table_lookup": {"runtime": (str,), "participant_id": (str,), "gbid": _OPT_STR},
     "table_put": {"runtime": (str,), "participant_id": (str,), "entry": (dict,), "origin": (str,)},
     "table_remove": {"runtime": (str,), "participant_id": (str,)},

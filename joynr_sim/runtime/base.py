@@ -113,7 +113,7 @@ class Runtime:
         self.policy = policy
         self.max_hops = max_hops
         self.purge_interval_ms = purge_interval_ms
-        self.trace = TraceWriter(self.run_dir, run_id, runtime_id, self.kind, clock)
+        self.trace = TraceWriter(self.run_dir, run_id, runtime_id, self.kind, clock, batched=True)
         self.running = False
         self._tasks: set[asyncio.Task] = set()
         self._reset_state()

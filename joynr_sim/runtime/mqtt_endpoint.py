@@ -24,6 +24,7 @@ from typing import Any, Protocol
 from ..core.limits import InvalidField, check_topic, shorten
 from ..core.links import LinkRegistry
 from ..core.message import JoynrMessage, encode
+from ..store.group_commit import after_commit
 from ..store.outbox import Outbox
 from ..transport.mqtt import MqttConnection, multicast_topic, unicast_topic
 from .sessions import BrokerSessions
@@ -81,7 +82,7 @@ class MqttEndpoint:
         self.gbids = tuple(gbids)
         self.brokers = brokers
         self.link_registry = link_registry  # this process's own from the first start on
-        self.outbox = Outbox(outbox_path)
+        self.outbox = Outbox(outbox_path, group_commit=True)
         self.sessions: BrokerSessions | None = None  # opened by start
         self.connections: dict[str, MqttConnection] = {}
         self._cut: set[str] = set()
@@ -119,10 +120,12 @@ class MqttEndpoint:
         """A crash: the connections die without DISCONNECT and the process's memory with
         them. Nothing is written: the sessions stay at the broker, and the link store names
         the dead connections until the restarted runtime's registry finds them gone."""
-        await asyncio.gather(*(c.crash() for c in self.connections.values()))
+        self.outbox.abandon()  # this turn's writes die with the process
         if self.sessions is not None:
             self.sessions.close()
+        conns = list(self.connections.values())
         self.connections.clear()
+        await asyncio.gather(*(c.crash() for c in conns))
 
     def close(self) -> None:
         if self.sessions is not None:
@@ -158,7 +161,9 @@ class MqttEndpoint:
         await self._connect(gbid).wait_connected(CONNECT_TIMEOUT_S)
 
     def purge(self, now_ms: int) -> None:
-        self._live_sessions().purge(now_ms)
+        if self.sessions is None:  # not started yet: a clock advance while it starts
+            return
+        self.sessions.purge(now_ms)
 
     def _known(self, gbid: str) -> str:
         if gbid not in self.gbids:
@@ -214,24 +219,37 @@ class MqttEndpoint:
         on the broker of ``gbid``. None when the broker has it or paho holds it for the
         next reconnect; else (reason, detail).
 
-        The outbox keeps the bytes only once the client took the message, so a row that
-        could never be sent cannot stop a restart's re-sends."""
+        The outbox row is written first and the client gets the message once it is
+        committed (end of this turn), so a crash never loses a message paho had taken."""
         conn = self.connections.get(gbid)
         if conn is None:
             return ("no-connection", None)
         full_topic = multicast_topic(topic) if multicast else unicast_topic(topic)
-        payload = encode(msg)
         try:
             check_topic(full_topic, "to.topic")
-            mid = conn.publish(full_topic, payload)
         except InvalidField as exc:
             return ("invalid-message", str(exc))
-        except (ValueError, ConnectionError) as exc:  # paho's own refusals
-            return ("no-connection", shorten(f"{type(exc).__name__}: {exc}", 200))
+        payload = encode(msg)
         tag = _tag(msg)
-        self._live_sessions().publishing(conn, tag, full_topic, payload)
-        self._live_sessions().published(conn, mid, tag)
+        sessions = self._live_sessions()
+        sessions.publishing(conn, tag, full_topic, payload)
+        after_commit(self._send_committed, sessions, conn, msg, tag, full_topic, payload)
         return None
+
+    def _send_committed(self, sessions: BrokerSessions, conn: MqttConnection, msg: JoynrMessage, tag: str,
+                        topic: str, payload: bytes) -> None:
+        """The outbox row is committed: hand the message to paho, unless the process this
+        publish belonged to crashed or stopped meanwhile (its restart re-sends the row)."""
+        if sessions is not self.sessions or sessions.closed or self.connections.get(conn.gbid) is not conn:
+            return
+        try:
+            mid = conn.publish(topic, payload)
+        except (ValueError, ConnectionError) as exc:  # paho's own refusals
+            self.host.trace_msg("msg.drop", msg, reason="no-connection", via="mqtt", gbid=conn.gbid,
+                                detail=shorten(f"{type(exc).__name__}: {exc}", 200))
+            sessions.discard(conn, tag)
+            return
+        sessions.published(conn, mid, tag)
 
     def resend(self, conn: MqttConnection, tag: str, topic: str, payload: bytes) -> None:
         """Publish again what the broker never acknowledged before a crash. A row that
@@ -271,9 +289,14 @@ class MqttEndpoint:
             self.host.internal_error(exc, msg, "mqtt", conn.gbid)
             msg = None
         finally:
-            conn.ack(mid)
+            # After the commit of this turn: of the row, or of what handling it wrote.
+            after_commit(self._ack_committed, self._live_sessions(), conn, mid)
         if msg is not None and tag is not None:
             self._handle(conn, tag, msg)
+
+    def _ack_committed(self, sessions: BrokerSessions, conn: MqttConnection, mid: int) -> None:
+        if sessions is self.sessions and not sessions.closed:
+            conn.ack(mid)
 
     def handle_again(self, conn: MqttConnection, tag: str, payload: bytes) -> None:
         """A message received before a crash and never handled."""

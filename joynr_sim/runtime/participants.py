@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import msgpack
@@ -75,6 +75,8 @@ class ProviderSkeleton:
     domain: str
     interface_name: str
     implementation: Any
+    # Per method: inspect.signature costs more than a whole echo call's routing decision.
+    _signatures: dict[str, tuple[Any, inspect.Signature]] = field(default_factory=dict, repr=False, compare=False)
 
     async def invoke(self, method: str, params: list[Any]) -> Any:
         if method.startswith("_"):
@@ -82,8 +84,11 @@ class ProviderSkeleton:
         target: Callable[..., Any] | None = getattr(self.implementation, method, None)
         if not callable(target):
             raise MethodInvocationException(f"no method {method!r} on {self.interface_name}")
+        cached = self._signatures.get(method)
+        if cached is None or cached[0] != target:  # a method rebound since is looked at again
+            cached = self._signatures[method] = (target, inspect.signature(target))
         try:
-            inspect.signature(target).bind(*params)
+            cached[1].bind(*params)
         except TypeError as exc:
             raise MethodInvocationException(f"{method}: {exc}") from None
         result = target(*params)

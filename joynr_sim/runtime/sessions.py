@@ -69,7 +69,7 @@ def open_link_registry(
     """The broker sessions a cluster controller persists, in ``<state_dir>/<cc id>.links.sqlite``."""
     state_dir.mkdir(parents=True, exist_ok=True)
     return LinkRegistry(
-        store=SqliteLinkStore(state_dir / f"{cc_id}.links.sqlite", synchronous="OFF"),
+        store=SqliteLinkStore(state_dir / f"{cc_id}.links.sqlite", synchronous="OFF", group_commit=True),
         clock=clock,
         detached_timeout_ms=detached_timeout_ms,
         link_name_validator=validate_mqtt_client_id,
@@ -122,6 +122,10 @@ class BrokerSessions:
         self._steal_check: asyncio.TimerHandle | None = None
         self._closed = False
         registry.add_listener(self._on_event)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
 
     def close(self) -> None:
         """The end of this process's sessions (a stop or a crash): late callbacks of its

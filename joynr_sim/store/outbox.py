@@ -4,6 +4,11 @@ broker has not acknowledged (outgoing) and received ones not yet handled (incomi
 The link registry knows *which* deliveries are unsettled; this file keeps their bytes so
 a restarted cluster controller can send or handle them again, whatever its broker does
 on resume. A simulated crash ends a runtime, not the machine, so writes need no fsync.
+
+With ``group_commit=True`` (a runtime's outbox) the writes of one event-loop turn are one
+transaction (``GroupCommit``), and a row put and deleted in the same turn (a message
+received and handled at once) never reaches the file; what must follow a write (the
+publish, the PUBACK) is scheduled with ``group_commit.after_commit``.
 """
 
 from __future__ import annotations
@@ -13,12 +18,16 @@ import sqlite3
 import threading
 from pathlib import Path
 
+from .group_commit import GroupCommit
+
 OUTGOING = "out"
 INCOMING = "in"
 
+_Key = tuple[str, str, str]  # direction, gbid, tag
+
 
 class Outbox:
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(self, path: str | os.PathLike[str], group_commit: bool = False) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
@@ -30,23 +39,64 @@ class Outbox:
             "tag TEXT NOT NULL, topic TEXT NOT NULL, payload BLOB NOT NULL, "
             "PRIMARY KEY (direction, gbid, tag))"
         )
+        # One writer per file (the runtime whose outbox it is): the keys in the file are
+        # known, so a delete of a row never committed needs no statement.
+        self._stored: set[_Key] = {
+            (d, g, t) for d, g, t in self._db.execute("SELECT direction, gbid, tag FROM messages")}
+        self._pending: dict[_Key, tuple[str, bytes] | None] = {}  # None: delete
+        self.batch = GroupCommit(self._commit) if group_commit else None
+        self._closed = False
 
     def put(self, direction: str, gbid: str, tag: str, topic: str, payload: bytes) -> None:
         with self._lock:
-            self._db.execute(
-                "INSERT OR REPLACE INTO messages VALUES (?, ?, ?, ?, ?)",
-                (direction, gbid, tag, topic, payload),
-            )
+            key = (direction, gbid, tag)
+            self._pending.pop(key, None)  # re-inserted last: the file keeps put order
+            self._pending[key] = (topic, payload)
+        self._written()
 
     def delete(self, direction: str, gbid: str, tag: str) -> None:
         with self._lock:
-            self._db.execute(
-                "DELETE FROM messages WHERE direction = ? AND gbid = ? AND tag = ?",
-                (direction, gbid, tag),
-            )
+            key = (direction, gbid, tag)
+            if key in self._stored:
+                self._pending[key] = None
+            else:
+                self._pending.pop(key, None)  # never reached the file: nothing to delete
+        self._written()
+
+    def _written(self) -> None:
+        if self.batch is None:
+            self._commit()
+        else:
+            self.batch.pending()
+
+    def _commit(self) -> None:
+        with self._lock:
+            if not self._pending or self._closed:
+                return
+            pending, self._pending = self._pending, {}
+            single = len(pending) == 1  # one statement is a transaction of its own
+            if not single:
+                self._db.execute("BEGIN")
+            try:
+                for key, row in pending.items():
+                    if row is None:
+                        self._db.execute(
+                            "DELETE FROM messages WHERE direction = ? AND gbid = ? AND tag = ?", key)
+                        self._stored.discard(key)
+                    else:  # REPLACE deletes first: a re-put goes last in put order (rowid)
+                        self._db.execute("INSERT OR REPLACE INTO messages VALUES (?, ?, ?, ?, ?)",
+                                         (*key, *row))
+                        self._stored.add(key)
+                if not single:
+                    self._db.execute("COMMIT")
+            except BaseException:
+                if not single:
+                    self._db.execute("ROLLBACK")
+                raise
 
     def held(self, direction: str, gbid: str) -> dict[str, tuple[str, bytes]]:
         """tag -> (topic, payload), in the order they were put."""
+        self.flush()
         with self._lock:
             rows = self._db.execute(
                 "SELECT tag, topic, payload FROM messages WHERE direction = ? AND gbid = ? ORDER BY rowid",
@@ -54,6 +104,19 @@ class Outbox:
             ).fetchall()
         return {tag: (topic, bytes(payload)) for tag, topic, payload in rows}
 
-    def close(self) -> None:
+    def flush(self) -> None:
+        if self.batch is not None:
+            self.batch.flush()
+
+    def abandon(self) -> None:
+        """A simulated crash: what this turn had not committed is lost, as in a killed process."""
+        if self.batch is not None:
+            self.batch.discard()
         with self._lock:
+            self._pending.clear()
+
+    def close(self) -> None:
+        self.flush()
+        with self._lock:
+            self._closed = True
             self._db.close()

@@ -63,7 +63,9 @@ class WebSocketServer:
         self.port = 0
 
     async def start(self, host: str = "127.0.0.1", port: int = 0) -> None:
-        self._server = await serve(self._handle, host, port, max_size=MAX_WEBSOCKET_FRAME_BYTES)
+        # No permessage-deflate: joynr frames are small msgpack, and a deflate per frame on
+        # both ends cost more CPU than the loopback bytes it saves.
+        self._server = await serve(self._handle, host, port, max_size=MAX_WEBSOCKET_FRAME_BYTES, compression=None)
         self.port = self._server.sockets[0].getsockname()[1] if port == 0 else port
 
     async def _handle(self, ws: ServerConnection) -> None:
@@ -146,7 +148,7 @@ class WebSocketClient:
 
     async def start(self) -> None:
         try:
-            self._ws = await connect(self.url, max_size=MAX_WEBSOCKET_FRAME_BYTES)
+            self._ws = await connect(self.url, max_size=MAX_WEBSOCKET_FRAME_BYTES, compression=None)
         except InvalidHandshake as exc:
             # A peer that went away mid-handshake is a connection that failed, like a refusal.
             raise ConnectionError(f"WebSocket handshake with {self.url} failed: {exc}") from None

@@ -1,0 +1,106 @@
+"""Where one request/reply spends its CPU: a cProfile of echo calls with every runtime in
+the runner's process, and the SQLite statements each call costs, per kind of file.
+
+Path as in ``bench_e2e``: libjoynr proxy -> CC1 (ws) -> broker -> CC2 -> provider and back,
+without fault proxies, on Mosquitto (the broker runs in its own process, so the profile is
+the runtimes' alone). The rows: CPU seconds per call of this process, SQLite statements per
+call (outbox, link store, GCD store; BEGIN and COMMIT count), and the top functions by own
+time, each with its share of the profile and its calls per request/reply.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import cProfile
+import pstats
+import sqlite3
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from joynr_sim.core.address import MqttAddress
+from joynr_sim.runtime.participants import EchoProvider
+from joynr_sim.simulation import Simulation
+
+TOP_N = 15
+
+
+def _file_kind(database: Any) -> str:
+    name = Path(str(database)).name
+    for suffix, kind in ((".outbox.sqlite", "outbox"), (".links.sqlite", "link store"), ("gcd.sqlite", "gcd store")):
+        if name.endswith(suffix):
+            return kind
+    return "other"
+
+
+@contextmanager
+def count_statements() -> Iterator[Counter[str]]:
+    """Every SQLite statement of connections opened meanwhile, counted per kind of file."""
+    counts: Counter[str] = Counter()
+    original = sqlite3.connect
+
+    def connect(database: Any, *args: Any, **kwargs: Any) -> sqlite3.Connection:
+        conn = original(database, *args, **kwargs)
+        kind = _file_kind(database)
+        conn.set_trace_callback(lambda _statement: counts.update((kind,)))
+        return conn
+
+    sqlite3.connect = connect  # type: ignore[assignment]
+    try:
+        yield counts
+    finally:
+        sqlite3.connect = original  # type: ignore[assignment]
+
+
+async def _profile(n: int) -> tuple[list[dict], dict[str, float], float]:
+    with tempfile.TemporaryDirectory() as tmp, count_statements() as statements:
+        async with Simulation(Path(tmp), gbids=["gbid1"], broker="mosquitto", faults=False,
+                              processes=False) as sim:
+            cc1 = await sim.cluster_controller(
+                "cc1", ["gbid1"], provisioned=[("echo", MqttAddress("gbid1", "cc2"), True)])
+            cc2 = await sim.cluster_controller("cc2", ["gbid1"])
+            consumer = await sim.libjoynr("consumer", cc1)
+            provider = await sim.libjoynr("provider", cc2)
+            await provider.register_provider("d", "joynrsim/Echo", EchoProvider(), participant_id="echo")
+            proxy = await consumer.create_proxy("joynrsim/Echo", "echo")
+            for _ in range(20):  # warm up routes and connections
+                await proxy.call("echo", "warm")
+            await asyncio.sleep(0.2)  # the warm-up's PUBACKs settle outside the measurement
+            statements.clear()
+            profiler = cProfile.Profile(time.thread_time)  # CPU of the event loop thread, not waits
+            cpu0 = time.process_time()
+            profiler.enable()
+            for i in range(n):
+                await proxy.call("echo", f"m{i}")
+            profiler.disable()
+            cpu = time.process_time() - cpu0
+            per_kind = {kind: count / n for kind, count in statements.items()}
+    stats = pstats.Stats(profiler)
+    total = sum(tt for (_, _, tt, _, _) in stats.stats.values()) or 1.0  # type: ignore[attr-defined]
+    top = sorted(stats.stats.items(), key=lambda kv: kv[1][2], reverse=True)[:TOP_N]  # type: ignore[attr-defined]
+    rows = []
+    for (filename, line, func), (_, ncalls, tottime, cumtime, _) in top:
+        where = f"{Path(filename).name}:{line}" if line else filename
+        rows.append({
+            "group": "top by own time", "name": f"{func} ({where})", "value": tottime / total * 100,
+            "unit": "% of profile", "calls_per_call": round(ncalls / n, 2),
+            "cumulative_ms_per_call": round(cumtime / n * 1e3, 3),
+        })
+    return rows, per_kind, cpu / n
+
+
+def run(quick: bool) -> list[dict]:
+    n = 200 if quick else 1000
+    top, statements, cpu = asyncio.run(_profile(n))
+    rows = [{"group": "one request/reply", "name": "CPU per call (runner process, profiled)",
+             "value": cpu * 1e3, "unit": "ms"}]
+    for kind in sorted(statements):
+        rows.append({"group": "one request/reply", "name": f"SQLite statements per call: {kind}",
+                     "value": statements[kind], "unit": "statements"})
+    rows.append({"group": "one request/reply", "name": "SQLite statements per call: all",
+                 "value": sum(statements.values()), "unit": "statements"})
+    return rows + top

@@ -1,0 +1,101 @@
+"""Several runtimes in one host process (``Simulation(hosts=N)``): a cluster controller and
+its libjoynr runtimes share a process; a crash kills the process and every runtime in it;
+a stop leaves the others running."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+
+import pytest
+
+from e2e_helpers import events
+from joynr_sim.runtime.participants import EchoProvider
+from joynr_sim.simulation import Simulation
+
+
+def exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_hosts_must_be_a_whole_number_and_need_processes(tmp_path):
+    for bad in (0, -1, 1.5, True, "2"):
+        with pytest.raises(ValueError, match="^hosts: expected a whole number"):
+            Simulation(tmp_path, gbids=["gbid1"], hosts=bad)
+    with pytest.raises(ValueError, match="^hosts: .*only with processes=True"):
+        Simulation(tmp_path, gbids=["gbid1"], hosts=2, processes=False)
+    assert Simulation(tmp_path, gbids=["gbid1"], hosts="cores").hosts == os.cpu_count()
+
+
+@pytest.mark.e2e
+async def test_a_cc_and_its_apps_share_a_host_which_a_crash_kills_with_all_in_it(tmp_path):
+    async with Simulation(tmp_path, gbids=["gbid1"], hosts=2, faults=False) as sim:
+        cc1 = await sim.cluster_controller("cc1")
+        cc2 = await sim.cluster_controller("cc2")
+        cc3 = await sim.cluster_controller("cc3")  # the third goes to the first host again
+        app1 = await sim.libjoynr("app1", cc1)
+        app2 = await sim.libjoynr("app2", cc2)
+        assert cc1.pid == app1.pid == cc3.pid and cc2.pid == app2.pid and cc1.pid != cc2.pid
+        assert os.getpid() not in (cc1.pid, cc2.pid)
+        await app2.register_provider("d", "joynrsim/Echo", EchoProvider(), participant_id="echo")
+        proxy = await app1.discover_proxy("joynrsim/Echo", "d")
+        assert await proxy.call("echo", "before") == "before"
+
+        killed = cc1.pid
+        await cc1.crash()
+        assert not exists(killed)
+        assert not (cc1.running or app1.running or cc3.running) and cc2.running and app2.running
+        crashes = {e["rt"]: e["pid"] for e in events(tmp_path, "life.crash")}
+        assert crashes == {"cc1": killed, "app1": killed, "cc3": killed}
+
+        await cc1.restart()
+        await app1.restart()
+        assert cc1.pid == app1.pid != killed and exists(cc1.pid)
+        proxy = await app1.discover_proxy("joynrsim/Echo", "d")
+        assert await proxy.call("echo", "after") == "after"
+
+        # A graceful stop leaves the others in the host running; the last one out ends it.
+        shared = app2.pid
+        await app2.stop()
+        assert cc2.running and cc2.pid == shared and exists(shared)
+        assert cc2.mqtt["gbid1"].connected.is_set()  # the host still answers for it
+        await app2.start()
+        assert app2.pid == shared
+        await app2.stop()
+        await cc2.stop()
+        assert not exists(shared)
+        pids = {cc1.pid}
+    assert not [pid for pid in pids if exists(pid)]
+
+
+@pytest.mark.e2e
+async def test_the_clock_moves_while_a_neighbour_in_the_host_starts(tmp_path):
+    # A clock advance purges every runtime in the host at once, also one still starting
+    # (running, its broker connections not yet up).
+    async with Simulation(tmp_path, gbids=["gbid1"], hosts=1, faults=False) as sim:
+        first = await sim.cluster_controller("cc0")
+        starting = asyncio.ensure_future(asyncio.gather(*(sim.cluster_controller(f"cc{i}") for i in range(1, 6))))
+        while not starting.done():
+            sim.clock.advance(1)  # asks the host through cc0, which runs
+            await asyncio.sleep(0.001)
+        ccs = [first, *await starting]
+        assert len({cc.pid for cc in ccs}) == 1 and all(cc.running for cc in ccs)
+
+
+@pytest.mark.e2e
+async def test_a_clock_move_reaches_a_shared_host_once(tmp_path):
+    # Each move purges every runtime in the host: once per move, not once per runtime.
+    async with Simulation(tmp_path, gbids=["gbid1"], hosts=1, faults=False) as sim:
+        ccs = [await sim.cluster_controller(f"cc{i}") for i in range(3)]
+        process = ccs[0].process
+        asked = []
+        query = process.query
+        process.query = lambda op, args: (asked.append(op), query(op, args))[1]
+        sim.clock.advance(5)
+        assert asked.count("advance") == 1
+        await sim.cluster_controller("cc3")  # started at the offset the host has
+        assert asked.count("advance") == 1
