@@ -31,25 +31,13 @@ from analytics.runner import check_runs
 from analytics.schema import TRACE_V1
 from analytics.session import start, tune
 from analytics.synthetic import CHECK_NAMES, generate
+from bench.memory import peak_mib
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def _label(n: int) -> str:
     return f"{n // 1_000_000}M" if n >= 1_000_000 else f"{n // 1000}k"
-
-
-def _peak_mib(pid: int | None) -> float:
-    """Peak resident memory of a process (VmHWM), from /proc; 0 when unknown."""
-    if pid is None:
-        return 0.0
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return 0.0
 
 
 def _floor(spark, runs) -> float:
@@ -106,7 +94,7 @@ def _scale(tmp: Path, sizes: tuple[int, int]) -> tuple[list[dict], float]:
             missing = set(CHECK_NAMES) - {r.name for r in outcome.results}
             assert not missing, missing
     finally:
-        jvm = _peak_mib(handle.jvm_pid)
+        jvm = peak_mib(handle.jvm_pid)
         handle.stop()
     small, large = sizes
     rows.append({"group": "scale", "name": f"time {_label(large)} / time {_label(small)}",
@@ -157,7 +145,7 @@ def _demo(tmp: Path) -> tuple[list[dict], float]:
         rows.append({"group": "demo library", "name": "check on a warm Connect server, cached traces",
                      "value": cached, "unit": "s (target < 10)", "exit": status})
     finally:
-        server_mib = _peak_mib(server.pid if server else None)
+        server_mib = peak_mib(server.pid if server else None)
         _joynr(env, "spark", "stop")
     return rows, server_mib
 

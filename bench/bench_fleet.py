@@ -38,6 +38,7 @@ from typing import Any
 import paho.mqtt.client as paho
 from paho.mqtt.enums import CallbackAPIVersion
 
+from bench.memory import peak_mib
 from joynr_sim.core.address import MqttAddress
 from joynr_sim.runtime.participants import EchoProvider
 from joynr_sim.simulation import Simulation
@@ -87,16 +88,6 @@ def _cpu_seconds(pid: int) -> float:
     except OSError:
         return 0.0
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def _peak_rss_mb(pid: int) -> float:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return 0.0
 
 
 def _paho_worker(host: str, port: int, logins: list[tuple[str, str, str, str]], seconds: float,
@@ -213,7 +204,7 @@ async def _fleet(ccs: int, apps: int, calls_per_consumer: int) -> dict[str, Any]
                 for app, proxy in pairs)
             wall = time.perf_counter() - t0
             cpu = sum(_cpu_seconds(pid) for pid in pids) + time.process_time() - cpu0
-            peak_mb = sum(_peak_rss_mb(pid) for pid in pids)
+            peak_mb = sum(peak_mib(pid) for pid in pids)
             runner_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
             paho_rate = await asyncio.to_thread(paho_capacity, sim, hosts, min(max(wall, 3.0), 20.0))
     ok = sum(r["ok"] for r in results)
