@@ -294,13 +294,6 @@ class SqliteLinkStore:
             self.batch.flush()
         self._raise_failed()
 
-    def abandon(self) -> None:
-        """A simulated crash: what this turn had not committed is lost, as in a killed process."""
-        if self.batch is not None:
-            self.batch.discard()
-        with self._lock:
-            self._pending.clear()
-
     def close(self) -> None:
         try:
             self.flush()
