@@ -21,6 +21,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import paho.mqtt.client as paho
 from paho.mqtt.enums import CallbackAPIVersion
@@ -73,22 +74,28 @@ def _raw_round_trips(sim: Simulation, gbid: str, n: int) -> list[float]:
     return samples
 
 
+async def warm_echo_proxy(sim: Simulation) -> Any:
+    """The path every request/reply benchmark measures: a proxy in libjoynr runtime
+    ``consumer`` behind cc1, the Echo provider in ``provider`` behind cc2, one broker
+    between; its routes and connections warmed up by 20 calls."""
+    cc1 = await sim.cluster_controller("cc1", ["gbid1"], provisioned=[("echo", MqttAddress("gbid1", "cc2"), True)])
+    cc2 = await sim.cluster_controller("cc2", ["gbid1"])
+    consumer = await sim.libjoynr("consumer", cc1)
+    provider = await sim.libjoynr("provider", cc2)
+    await provider.register_provider("d", "joynrsim/Echo", EchoProvider(), participant_id="echo")
+    proxy = await consumer.create_proxy("joynrsim/Echo", "echo")
+    for _ in range(20):
+        await proxy.call("echo", "warm")
+    return proxy
+
+
 async def _calls(broker: str, n: int, faults: bool, raw_too: bool,
                  processes: bool = True) -> tuple[list[float], list[float]]:
     """Seconds per call, one at a time; and, when asked, raw paho round trips next to them."""
     raw: list[float] = []
     with tempfile.TemporaryDirectory() as tmp:
         async with Simulation(Path(tmp), gbids=["gbid1"], broker=broker, faults=faults, processes=processes) as sim:
-            cc1 = await sim.cluster_controller(
-                "cc1", ["gbid1"], provisioned=[("echo", MqttAddress("gbid1", "cc2"), True)]
-            )
-            cc2 = await sim.cluster_controller("cc2", ["gbid1"])
-            consumer = await sim.libjoynr("consumer", cc1)
-            provider = await sim.libjoynr("provider", cc2)
-            await provider.register_provider("d", "joynrsim/Echo", EchoProvider(), participant_id="echo")
-            proxy = await consumer.create_proxy("joynrsim/Echo", "echo")
-            for _ in range(20):  # warm up routes and connections
-                await proxy.call("echo", "warm")
+            proxy = await warm_echo_proxy(sim)
             e2e = []
             for i in range(n):
                 t = time.perf_counter()

@@ -22,8 +22,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from joynr_sim.core.address import MqttAddress
-from joynr_sim.runtime.participants import EchoProvider
+from bench.bench_e2e import warm_echo_proxy
 from joynr_sim.simulation import Simulation
 
 TOP_N = 15
@@ -60,15 +59,7 @@ async def _profile(n: int) -> tuple[list[dict], dict[str, float], float]:
     with tempfile.TemporaryDirectory() as tmp, count_statements() as statements:
         async with Simulation(Path(tmp), gbids=["gbid1"], broker="mosquitto", faults=False,
                               processes=False) as sim:
-            cc1 = await sim.cluster_controller(
-                "cc1", ["gbid1"], provisioned=[("echo", MqttAddress("gbid1", "cc2"), True)])
-            cc2 = await sim.cluster_controller("cc2", ["gbid1"])
-            consumer = await sim.libjoynr("consumer", cc1)
-            provider = await sim.libjoynr("provider", cc2)
-            await provider.register_provider("d", "joynrsim/Echo", EchoProvider(), participant_id="echo")
-            proxy = await consumer.create_proxy("joynrsim/Echo", "echo")
-            for _ in range(20):  # warm up routes and connections
-                await proxy.call("echo", "warm")
+            proxy = await warm_echo_proxy(sim)
             await asyncio.sleep(0.2)  # the warm-up's PUBACKs settle outside the measurement
             statements.clear()
             profiler = cProfile.Profile(time.thread_time)  # CPU of the event loop thread, not waits
