@@ -40,6 +40,8 @@ from .protocol import (
 
 # A worker's answer is awaited at most this long; the runner bounds its own wait far below.
 RELAY_TIMEOUT_S = 3600.0
+MAX_WORKERS = 1024  # processes one host starts at most: a stranger's spawns are no fork bomb
+MAX_WAITING = 10_000  # control messages waiting for the event loop; past that they are dropped
 
 
 class Supervisor:
@@ -54,14 +56,20 @@ class Supervisor:
         self.drops = 0
         self._broker, self._credentials = broker, credentials
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._inbox: asyncio.Queue[tuple[str, bytes]] = asyncio.Queue()
+        self._inbox: asyncio.Queue[tuple[str, bytes]] = asyncio.Queue(MAX_WAITING)
         self._tasks: set[asyncio.Task] = set()
         self._stop = asyncio.Event()
 
     # -- paho thread -> event loop ----------------------------------------------------------
     def _arrived(self, topic: str, payload: bytes) -> None:
         assert self._loop is not None
-        self._loop.call_soon_threadsafe(self._inbox.put_nowait, (topic, payload))
+        self._loop.call_soon_threadsafe(self._enqueue, topic, payload)
+
+    def _enqueue(self, topic: str, payload: bytes) -> None:
+        try:
+            self._inbox.put_nowait((topic, payload))
+        except asyncio.QueueFull:
+            self._drop("overload", topic, f"{MAX_WAITING} control messages wait already")
 
     def _drop(self, reason: str, topic: str, detail: str) -> None:
         """Recorded in this host's log: a stray or malformed control message, never answered."""
@@ -157,6 +165,8 @@ class Supervisor:
                 raise ProtocolError(f"hello.version: {args['version']}, this host speaks {VERSION}")
             return {"pid": os.getpid(), "host": self.name, "address": self.address, "cores": self.cores}
         if op == "spawn":
+            if len(self.workers) >= MAX_WORKERS:
+                raise ProtocolError(f"spawn: this host runs {MAX_WORKERS} workers already")
             process = HostProcess(f"{self.name}/{session}", self.run_dir(args["run_dir"]) / "log")
             pid = await process.spawn()
             self.workers[(session, pid)] = process
