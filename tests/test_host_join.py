@@ -25,6 +25,7 @@ from joynr_sim.inspect import load_run
 
 pytestmark = [
     pytest.mark.e2e,
+    pytest.mark.postgres,
     pytest.mark.skipif(shutil.which("mosquitto") is None, reason="needs the mosquitto binary"),
 ]
 ROOT = Path(__file__).resolve().parent.parent
@@ -223,3 +224,13 @@ def test_malformed_control_frames_are_recorded_drops_and_the_run_passes(hosts: H
     host_log = hosts.log("127.0.0.2")
     assert host_log.count("control.drop reason=malformed") == 2, host_log
     assert host_log.count("control.drop") == 2, host_log
+
+
+@pytest.mark.spark
+def test_the_traces_of_a_joined_run_pass_the_spark_checks(hosts: Hosts) -> None:
+    hosts.start("127.0.0.2")
+    hosts.start("127.0.0.3")
+    result = _run(hosts, "--join-hosts", 2)
+    assert result.returncode == 0, result.stdout + result.stderr
+    checked = _cli("check", hosts.out / "proxy-for-global-provider", timeout=600)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
