@@ -22,6 +22,8 @@ import pytest
 from gcd_helpers import POSTGRES_URL
 from joynr_sim.host.mqtt_channel import Channel, Topics
 from joynr_sim.inspect import load_run
+from joynr_sim.runtime.participants import EchoProvider
+from joynr_sim.simulation import Simulation
 
 pytestmark = [
     pytest.mark.e2e,
@@ -234,3 +236,41 @@ def test_the_traces_of_a_joined_run_pass_the_spark_checks(hosts: Hosts) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
     checked = _cli("check", hosts.out / "proxy-for-global-provider", timeout=600)
     assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+def _exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+async def test_host_groups_go_to_joined_hosts_and_a_crash_kills_the_group_there(hosts: Hosts) -> None:
+    hosts.start("127.0.0.2")
+    hosts.start("127.0.0.3")
+    run_dir = hosts.out / "groups"
+    async with Simulation(run_dir, gbids=["gbid1", "gbid2"], broker=hosts.broker, join=hosts.run, join_hosts=2,
+                          hosts=2, faults=False) as sim:
+        cc1 = await sim.cluster_controller("cc1")
+        cc2 = await sim.cluster_controller("cc2")
+        app1 = await sim.libjoynr("app1", cc1)
+        app2 = await sim.libjoynr("app2", cc2)
+        assert cc1.pid == app1.pid != cc2.pid == app2.pid
+        assert {cc1.ws_address.host, cc2.ws_address.host} == {"127.0.0.2", "127.0.0.3"}
+        await app2.register_provider("d", "joynrsim/Echo", EchoProvider(), participant_id="echo")
+        proxy = await app1.discover_proxy("joynrsim/Echo", "d")
+        assert await proxy.call("echo", "across") == "across"
+
+        killed = cc1.pid
+        await cc1.crash()
+        assert not _exists(killed) and not (cc1.running or app1.running) and cc2.running and app2.running
+        crashes = {e["rt"]: e["pid"] for e in load_run(run_dir).events if e.get("ev") == "life.crash"}
+        assert crashes == {"cc1": killed, "app1": killed}
+        await cc1.restart()
+        await app1.restart()
+        assert cc1.pid == app1.pid != killed
+        proxy = await app1.discover_proxy("joynrsim/Echo", "d")
+        assert await proxy.call("echo", "again") == "again"
+        workers = [cc1.pid, cc2.pid]
+    assert not [pid for pid in workers if _exists(pid)]  # the session's workers end with it
