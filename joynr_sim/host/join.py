@@ -83,6 +83,7 @@ class JoinedHosts:
         self._pending: dict[int, _Waiter] = {}
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
+        self.chosen: list[str] = []  # the hosts this session places runtimes on
         self._placed: dict[str, str] = {}  # runtime or group name -> host name
         self._turn = itertools.count()
         self._taken: list[JoinedProcess] = []
@@ -138,7 +139,9 @@ class JoinedHosts:
                 f"join: {len(joined)} of {self.expected} hosts joined run {self.topics.run!r} within "
                 f"{self.timeout:g} s ({', '.join(joined) or 'none'}); start each with `joynr-sim host --join "
                 f"{self.topics.run} --broker {self._gbid}=mqtt://{host}:{port} --address ADDRESS`")
-        for name in list(self.hosts)[:self.expected]:
+        with self._lock:
+            self.chosen = sorted(self.hosts)[:self.expected]  # more joined: the first by name
+        for name in self.chosen:
             hello = await self.ask(name, 0, "hello", {"version": VERSION}, SPAWN_TIMEOUT_S)
             if not isinstance(hello, dict) or hello.get("host") != name:
                 raise ProtocolError(f"join: host {name!r} answered hello with {hello!r}")
@@ -199,7 +202,7 @@ class JoinedHosts:
     def place(self, name: str, like: str | None = None) -> str:
         """The host ``name`` runs on: ``like``'s, else the next in turn."""
         if name not in self._placed:
-            names = sorted(self.hosts)[:self.expected]
+            names = self.chosen
             if not names:
                 raise HostGone("join: no host has joined this run")
             self._placed[name] = self._placed[like] if like in self._placed else names[next(self._turn) % len(names)]
@@ -209,7 +212,12 @@ class JoinedHosts:
         """Workers start on demand: nothing to start ahead."""
 
     async def take(self, name: str) -> JoinedProcess:
-        process = JoinedProcess(self, self.place(name), name)
+        host = self.place(name)
+        with self._lock:
+            joined = self.hosts.get(host)
+        if joined is None:
+            raise HostGone(f"join: host {host!r} has left run {self.topics.run!r}")
+        process = JoinedProcess(self, host, joined.address, name)
         await process.spawn()
         self._taken.append(process)
         return process
@@ -233,9 +241,8 @@ class JoinedProcess:
 
     log_path = None  # its log is on its host, under the host's --trace-dir
 
-    def __init__(self, hosts: JoinedHosts, host: str, name: str) -> None:
-        self.hosts, self.host, self.name = hosts, host, name
-        self.address = hosts.hosts[host].address
+    def __init__(self, hosts: JoinedHosts, host: str, address: str, name: str) -> None:
+        self.hosts, self.host, self.address, self.name = hosts, host, address, name
         self.pid: int | None = None
         self.exitcode: int | None = None
         self._ended = False
