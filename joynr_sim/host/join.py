@@ -43,7 +43,7 @@ class JoinedHost:
 def _announcement(host: str, payload: bytes) -> JoinedHost:
     data = unpack(payload)
     if set(data) != {"v", "host", "address", "pid", "cores"} or data["v"] != VERSION or data["host"] != host \
-            or type(data["pid"]) is not int or type(data["cores"]) is not int or data["cores"] < 1:
+            or type(data["pid"]) is not int or type(data["cores"]) is not int or not 1 <= data["cores"] <= 4096:
         raise ProtocolError(f"announcement: expected {{v: {VERSION}, host: {host!r}, address, pid, cores}}")
     return JoinedHost(host, check_ws_host(data["address"]), data["pid"], data["cores"])
 

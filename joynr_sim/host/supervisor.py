@@ -118,6 +118,8 @@ class Supervisor:
         if len(parts) == 2 and parts[0] == "sessions":
             if payload == b"gone":
                 self._spawn_task(self._end_session(parts[1]))
+            else:
+                self._drop("malformed", topic, f"a session's will says gone, not {payload[:64]!r}")
             return
         if len(parts) != 3 or parts[0] != self.name or parts[2] != "request":
             self._drop("unknown-topic", topic, "")
@@ -178,7 +180,7 @@ class Supervisor:
             await process.kill()  # a crash: SIGKILL, reaped before the answer
         else:
             await process.close()
-        del self.workers[(session, args["worker"])]
+        self.workers.pop((session, args["worker"]), None)  # unless its session ended meanwhile
         print(f"host {self.name}: worker {args['worker']} ended, exit status {process.exitcode}", file=sys.stderr,
               flush=True)
         return {"exitcode": process.exitcode}
