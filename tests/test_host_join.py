@@ -164,6 +164,12 @@ def test_scenarios_run_across_two_joined_hosts(hosts: Hosts) -> None:
     assert f"worker {crash[0]['pid']} ended, exit status -9" in hosts.log(where)  # SIGKILL, on its host
     assert first.poll() is None and second.poll() is None, "a host ended with the run"
     assert "control.drop" not in hosts.log("127.0.0.2") + hosts.log("127.0.0.3")
+    # A host leaves on SIGTERM and clears its announcement: the next runner sees none.
+    for process in (first, second):
+        _stop(process)
+        assert process.returncode == 0
+    result = _run(hosts, "--join-hosts", 2, "--join-timeout", 1)
+    assert result.returncode == 3 and "join: 0 of 2 hosts joined" in result.stderr, result.stderr
 
 
 def test_a_host_that_never_joins_times_out_with_a_clear_error(hosts: Hosts) -> None:
