@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import pwd
 import shutil
 import signal
 import socket
@@ -34,6 +35,7 @@ ROOT = Path(__file__).resolve().parent.parent
 SCENARIO = ROOT / "scenarios" / "proxy-for-global-provider.yaml"
 CRASH_SCENARIO = ROOT / "scenarios" / "gcd-trust-provider-moves-after-crash.yaml"
 STOP_TIMEOUT_S = 20.0
+LOGIN = ("sim", "s3cret-of-the-run")
 
 
 def _env() -> dict[str, str]:
@@ -74,18 +76,23 @@ def _stop(process: subprocess.Popen) -> None:
 
 @pytest.fixture
 def brokers(tmp_path: Path) -> Iterator[str]:
-    """A Mosquitto per GBID, anonymous on loopback: ``--broker``'s value."""
+    """A Mosquitto per GBID on loopback with one login, whose ACL grants the control topics
+    with the rest: ``--broker``'s value."""
+    passwords, acl = tmp_path / "mosquitto.passwd", tmp_path / "mosquitto.acl"
+    subprocess.run(["mosquitto_passwd", "-b", "-c", str(passwords), LOGIN[0], LOGIN[1]], check=True, timeout=30)
+    acl.write_text(f"user {LOGIN[0]}\ntopic readwrite joynr-sim-control/#\ntopic readwrite #\n")
     made, urls = [], []
     for gbid in ("gbid1", "gbid2"):
         port = _free_port()
         conf = tmp_path / f"mosquitto-{gbid}.conf"
-        conf.write_text(f"listener {port} 127.0.0.1\nallow_anonymous true\nmax_queued_messages 0\n"
-                        "persistence false\nset_tcp_nodelay true\n")
+        conf.write_text(f"user {pwd.getpwuid(os.getuid()).pw_name}\n"  # as root it would become mosquitto
+                        f"listener {port} 127.0.0.1\nallow_anonymous false\npassword_file {passwords}\n"
+                        f"acl_file {acl}\nmax_queued_messages 0\npersistence false\nset_tcp_nodelay true\n")
         process = subprocess.Popen(["mosquitto", "-c", str(conf)], stdout=subprocess.DEVNULL,
                                    stderr=open(tmp_path / f"mosquitto-{gbid}.log", "wb"))
         made.append(process)
         _wait_port(port, process)
-        urls.append(f"{gbid}=mqtt://127.0.0.1:{port}")
+        urls.append(f"{gbid}=mqtt://{LOGIN[0]}:{LOGIN[1]}@127.0.0.1:{port}")
     yield ",".join(urls)
     for process in made:
         _stop(process)
@@ -170,6 +177,7 @@ def test_scenarios_run_across_two_joined_hosts(hosts: Hosts) -> None:
         assert process.returncode == 0
     result = _run(hosts, "--join-hosts", 2, "--join-timeout", 1)
     assert result.returncode == 3 and "join: 0 of 2 hosts joined" in result.stderr, result.stderr
+    assert LOGIN[1] not in result.stderr + hosts.log("127.0.0.2") + hosts.log("127.0.0.3")
 
 
 def test_a_host_that_never_joins_times_out_with_a_clear_error(hosts: Hosts) -> None:
@@ -187,9 +195,9 @@ class Hostile:
 
     def __init__(self, hosts: Hosts) -> None:
         topics = Topics(hosts.run)
-        host, port = hosts.broker.split(",")[0].split("//")[1].split(":")
+        port = hosts.broker.split(",")[0].rsplit(":", 1)[1]
         self.sent: list[str] = []
-        self.channel = Channel("hostile", host, int(port), None, [f"{topics.root}/+/+/request"], self._seen)
+        self.channel = Channel("hostile", "127.0.0.1", int(port), LOGIN, [f"{topics.root}/+/+/request"], self._seen)
         self.topics = topics
 
     def _seen(self, topic: str, payload: bytes) -> None:
