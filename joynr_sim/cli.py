@@ -26,6 +26,7 @@ from .core.address import ADDRESS_TYPES
 from .core.policies import POLICIES, RUNTIME_KINDS
 from .core.routing import policy_matrix
 from .explore.console import add_parser as add_explore_parser
+from .host.join_console import add_parser as add_host_parser
 
 _CELL = {"replaced": "[green]replace[/]", "refused": "[red]refuse[/]", "merged": "merge"}
 
@@ -108,7 +109,8 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
         return 2
     return run_scenarios(args.paths, out=args.out, broker=args.broker, policy=args.policy,
                          seed=args.seed, gcd_store=args.gcd_store, console=console, report=args.report,
-                         check=args.check, junit=args.junit, jobs=args.jobs)
+                         check=args.check, junit=args.junit, jobs=args.jobs,
+                         join=(args.join, args.join_hosts, args.join_timeout) if args.join else None)
 
 
 def cmd_report(args: argparse.Namespace, console: Console) -> int:
@@ -189,6 +191,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--junit", type=Path, metavar="FILE", help="write JUnit XML: one test case per run")
     p.add_argument("--jobs", type=int, default=1, metavar="N",
                    help="with --policy all: runs at a time (default 1; each run starts its own brokers)")
+    p.add_argument("--join", metavar="RUN", help="run the runtimes on hosts that joined RUN (`joynr-sim host "
+                   "--join RUN`) over --broker's first broker; they connect directly, without fault proxies")
+    p.add_argument("--join-hosts", type=int, default=1, metavar="N", help="with --join: wait for N hosts (default 1)")
+    p.add_argument("--join-timeout", type=float, default=60.0, metavar="S",
+                   help="with --join: how long to wait for them, in seconds (default 60)")
     p.set_defaults(func=cmd_run)
     from analytics.app import build_parser as check_parser
 
@@ -228,6 +235,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "in the run directory or a sibling one)")
     p.set_defaults(func=cmd_report)
     add_explore_parser(sub)
+    add_host_parser(sub)
     return parser
 
 

@@ -42,6 +42,7 @@ from .core.links import LinkRegistry
 from .faults import TRACE_RUNTIME_ID, Faults, ProxiedBrokers
 from .host.groups import HostGroup
 from .host.handles import RemoteClusterController, RemoteLibjoynr, RemoteRuntime
+from .host.join import JOIN_TIMEOUT_S, JoinedHosts
 from .host.process import HostPool
 from .runtime.base import Runtime
 from .runtime.cluster_controller import ClusterController
@@ -69,11 +70,18 @@ class Simulation:
         faults: bool = True,
         processes: bool = True,
         hosts: int | str | None = None,
+        join: str | None = None,
+        join_hosts: int = 1,
+        join_timeout_s: float = JOIN_TIMEOUT_S,
     ) -> None:
         """hosts: with processes, place the runtimes in this many host processes (a cluster
         controller in the next one in turn, its libjoynr runtimes with it; see
         ``joynr_sim.host.groups``), ``"cores"`` for one per core; None, the default: one
-        process per runtime."""
+        process per runtime.
+
+        join: the run name hosts on other machines joined (``joynr-sim host --join``); start
+        waits for ``join_hosts`` of them and the runtimes' processes start there
+        (``joynr_sim.host.join``). Needs external brokers and ``faults=False``."""
         self.run_dir = Path(run_dir)
         self.gcd_last_seen_timeout_ms = gcd_last_seen_timeout_ms
         self.run_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -100,7 +108,13 @@ class Simulation:
             raise ValueError("hosts: runtimes are placed in host processes only with processes=True")
         self.hosts = hosts
         # Host processes started ahead: a runtime's start need not wait for Python to start.
-        self._hosts = HostPool(self.run_dir / "log") if processes else None
+        self._hosts: HostPool | JoinedHosts | None = HostPool(self.run_dir / "log") if processes else None
+        if join is not None:
+            if not processes or faults or self.brokers.kind != "external":
+                raise ValueError("join: hosts on other machines need processes=True, faults=False (the fault "
+                                 "proxies are on this machine) and external brokers (gbid1=mqtt://host:port)")
+            self._hosts = JoinedHosts(join, join_hosts, self.brokers, self.gbids[0], self.run_dir,
+                                      join_timeout_s)
         self._groups = [HostGroup(f"host-{i + 1}", self._hosts) for i in range(hosts or 0)] if self._hosts else []
         self._group_of: dict[str, HostGroup] = {}  # cluster controller runtime id -> its group
         self.runtimes: dict[str, Runtime | RemoteRuntime] = {}
@@ -126,6 +140,8 @@ class Simulation:
         if self._hosts is not None:
             self._hosts.fill()
         await self.brokers.start()
+        if isinstance(self._hosts, JoinedHosts):
+            await self._hosts.connect()
         for gbid in self.gbids:
             brokers = await self._mqtt_links(gcd_runtime_id(gbid), "gcd", [gbid])
             gcd = GcdService(
@@ -212,6 +228,8 @@ class Simulation:
                 )
                 if group is not None:
                     self._group_of[cc.runtime_id] = group
+                elif isinstance(self._hosts, JoinedHosts):
+                    self._hosts.place(cc.runtime_id)  # the next joined host in turn
             else:
                 cc = ClusterController(
                     cc_id, gbids, brokers, runtime_id=runtime_id,
@@ -240,6 +258,8 @@ class Simulation:
             proxy = await self.faults.websocket_link(runtime_id, lambda: (cc_address.host, cc.ws_port))
             cc_address = WebSocketAddress("WS", proxy.address[0], proxy.address[1], "/")
         try:
+            if isinstance(self._hosts, JoinedHosts):
+                self._hosts.place(runtime_id, like=cc.runtime_id)  # on its cluster controller's machine
             if self.processes:
                 runtime: LibjoynrRuntime | RemoteLibjoynr = RemoteLibjoynr(
                     runtime_id, cc.cc_id, cc_address, token=cc.admit(runtime_id), options=kwargs, hosts=self._hosts,

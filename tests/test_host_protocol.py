@@ -222,7 +222,7 @@ def test_options_are_checked_by_name_and_type():
 
 def spec(**changes):
     base = dict(run_dir="/nonexistent", run_id="r", policy="precedence", max_hops=32, seed=None, incarnation=0,
-                options={}, cc_id="cc1", gbids=["gbid1"], provisioned=[], ws_port=0, tokens={},
+                options={}, cc_id="cc1", gbids=["gbid1"], provisioned=[], ws_host="127.0.0.1", ws_port=0, tokens={},
                 brokers={"gbid1": {"host": "127.0.0.1", "port": 1883, "username": "u", "password": "p"}})
     base.update(changes)
     return base
@@ -231,6 +231,7 @@ def spec(**changes):
 @pytest.mark.parametrize("changes, problem", [
     ({"surprise": 1}, "unknown fields"),
     ({"ws_port": "80"}, "create.spec.ws_port"),
+    ({"ws_host": "example.org"}, "create.spec.ws_host: expected an IP address"),
     ({"seed": True}, "create.spec.seed"),
     ({"brokers": {"gbid1": {"host": "h", "port": 0, "username": None, "password": None}}}, "brokers.gbid1"),
     ({"brokers": {"gbid2": {"host": "h", "port": 1, "username": None, "password": None}}}, r"GBIDs \['gbid2'\] differ"),

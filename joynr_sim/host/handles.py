@@ -81,6 +81,9 @@ class RemoteRuntime:
     def _started(self, result: Mapping[str, Any]) -> None:
         """What the host answered to start."""
 
+    def _placed(self, process: HostProcess) -> None:
+        """The process it is about to start in."""
+
     def query(self, op: str, **args: Any) -> Any:
         if self.process is None or not self.running:
             raise HostGone(f"runtime {self.runtime_id!r} is not running")
@@ -105,6 +108,7 @@ class RemoteRuntime:
         else:
             process = HostProcess(self.runtime_id, self.run_dir / "log")
             await process.spawn()
+        self._placed(process)
         try:
             if self.group is not None:
                 self.group.advance(process, self.clock.offset_ms)
@@ -312,8 +316,11 @@ class RemoteClusterController(CcAddresses, RemoteRuntime):
             username, password = self.brokers.credentials(self.client_id, gbid) or (None, None)
             brokers[gbid] = {"host": host, "port": port, "username": username, "password": password}
         return {**super()._spec(), "cc_id": self.cc_id, "gbids": list(self.gbids), "brokers": brokers,
-                "provisioned": [list(p) for p in self.provisioned], "ws_port": self.ws_port,
+                "provisioned": [list(p) for p in self.provisioned], "ws_host": self.ws_host, "ws_port": self.ws_port,
                 "tokens": dict(self._ws_tokens)}
+
+    def _placed(self, process: HostProcess) -> None:
+        self.ws_host = process.address  # a host joined from another machine listens on its own
 
     def _started(self, result: Mapping[str, Any]) -> None:
         port = result.get("ws_port") if isinstance(result, dict) else None

@@ -15,6 +15,7 @@ controller listens where its libjoynr runtimes expect it), and constructor optio
 from __future__ import annotations
 
 import inspect
+import ipaddress
 import os
 import sys
 from collections.abc import Mapping
@@ -50,7 +51,7 @@ _COMMON = {"run_dir": (str,), "run_id": (str,), "policy": (str,), "max_hops": (i
            "incarnation": (int,), "options": (dict,)}
 _SPECS = {
     "cluster-controller": {**_COMMON, "cc_id": (str,), "gbids": (list,), "brokers": (dict,),
-                           "provisioned": (list,), "ws_port": (int,), "tokens": (dict,)},
+                           "provisioned": (list,), "ws_host": (str,), "ws_port": (int,), "tokens": (dict,)},
     "libjoynr": {**_COMMON, "cc_id": (str,), "cc_address": (dict,), "token": (str, type(None))},
 }
 
@@ -120,6 +121,14 @@ def _brokers(spec: Mapping[str, Any]) -> StaticBrokers:
     return StaticBrokers(brokers)
 
 
+def check_ws_host(value: str) -> str:
+    """An IP address to listen on (a host joined from another machine listens on its own)."""
+    try:
+        return str(ipaddress.ip_address(value))
+    except ValueError:
+        raise ProtocolError(f"create.spec.ws_host: expected an IP address, got {value[:64]!r}") from None
+
+
 def _address(where: str, data: Any) -> Any:
     try:
         return from_dict(data)
@@ -166,10 +175,12 @@ class Host:
                 provisioned.append((item[0], _address("create.spec.provisioned", item[1]), item[2]))
             if not all(isinstance(k, str) and isinstance(v, str) for k, v in spec["tokens"].items()):
                 raise ProtocolError("create.spec.tokens: expected client id -> token strings")
+            ws_host = check_ws_host(spec["ws_host"])
             runtime: Runtime = ClusterController(
                 spec["cc_id"], spec["gbids"], _brokers(spec), runtime_id=runtime_id, provisioned=provisioned,
                 **common, **options,
             )
+            runtime.ws_host = ws_host
             runtime.ws_port = spec["ws_port"]
             for client, token in spec["tokens"].items():
                 runtime._ws_tokens[client] = token

@@ -147,8 +147,8 @@ class _ExecutedChild:
 class HostProcess:
     def __init__(self, name: str, log_dir: Path) -> None:
         """Its standard error goes to ``<log_dir>/host-<pid>.log`` (removed if it stays empty)."""
-        self.name = name
-        self.log_dir = log_dir
+        self.name, self.log_dir = name, log_dir
+        self.address = "127.0.0.1"  # where its cluster controllers listen for WebSockets
         self.log_path: Path | None = None
         self.pid: int | None = None
         self._child: _Child | None = None
@@ -220,6 +220,11 @@ class HostProcess:
 
     # -- the control channel ----------------------------------------------------------
     async def request(self, op: str, args: dict[str, Any], timeout: float = REQUEST_TIMEOUT_S) -> Any:
+        ok, value = await self.exchange(op, args, timeout)
+        return value if ok else raise_remote(value)
+
+    async def exchange(self, op: str, args: dict[str, Any], timeout: float = REQUEST_TIMEOUT_S) -> tuple[bool, Any]:
+        """The answer as it came: (True, result) or (False, the error's fields)."""
         if self._broken is not None:
             raise self._broken
         if not self.alive:
@@ -239,10 +244,7 @@ class HostProcess:
                 from None
         finally:
             self._pending.pop(msg_id, None)
-        ok, value = answer
-        if not ok:
-            raise_remote(value)
-        return value
+        return answer
 
     async def _read_answers(self, reader: asyncio.StreamReader) -> None:
         problem: BaseException
@@ -273,6 +275,10 @@ class HostProcess:
     # -- the query channel ------------------------------------------------------------
     def query(self, op: str, args: dict[str, Any]) -> Any:
         """Ask and wait for the answer, blocking: only ops that answer at once."""
+        ok, value = self.query_exchange(op, args)
+        return value if ok else raise_remote(value)
+
+    def query_exchange(self, op: str, args: dict[str, Any]) -> tuple[bool, Any]:
         if self._broken is not None:
             raise self._broken
         if self._query is None or not self.alive:
@@ -296,9 +302,7 @@ class HostProcess:
             self._broken = ProtocolError(f"{self.name}: answer {got} to query {msg_id}")
             self._signal(signal.SIGKILL)
             raise self._broken
-        if not ok:
-            raise_remote(value)
-        return value
+        return ok, value
 
     def _receive(self, n: int) -> bytes:
         assert self._query is not None

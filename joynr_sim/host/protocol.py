@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import struct
-from typing import Any
+from typing import Any, NoReturn
 
 import msgpack
 
@@ -135,6 +135,11 @@ def decode_body(body: bytes) -> dict[str, Any]:
         message = msgpack.unpackb(body, raw=False, strict_map_key=True)
     except Exception as exc:  # msgpack raises many types for garbage
         raise ProtocolError(f"frame: not msgpack ({type(exc).__name__}: {exc})") from None
+    return check_message(message)
+
+
+def check_message(message: Any) -> dict[str, Any]:
+    """A decoded message's map, version and id."""
     if not isinstance(message, dict):
         raise ProtocolError(f"frame: expected a map, got {type(message).__name__}")
     if message.get("v") != VERSION or type(message.get("v")) is not int:
@@ -169,18 +174,20 @@ def _check_type(where: str, value: Any, types: tuple[type, ...]) -> None:
         raise ProtocolError(f"{where}: expected {'/'.join(t.__name__ for t in types)}, got {type(value).__name__}")
 
 
-def validate_request(message: dict[str, Any]) -> tuple[int, str, dict[str, Any]]:
-    """The id, op and arguments of a request, every one checked against ``OPS``."""
+def validate_request(
+    message: dict[str, Any], ops: dict[str, dict[str, tuple[type, ...]]] = OPS,
+) -> tuple[int, str, dict[str, Any]]:
+    """The id, op and arguments of a request, every one checked against ``ops``."""
     extra = set(message) - {"v", "id", "op", "args"}
     if extra:
         raise ProtocolError(f"request: unknown fields {sorted(extra)}")
     op = message.get("op")
-    if not isinstance(op, str) or op not in OPS:
+    if not isinstance(op, str) or op not in ops:
         raise ProtocolError(f"op: unknown operation {op!r}")
     args = message.get("args")
     if not isinstance(args, dict):
         raise ProtocolError(f"args: expected a map, got {type(args).__name__}")
-    schema = OPS[op]
+    schema = ops[op]
     unknown = set(args) - set(schema)
     if unknown:
         raise ProtocolError(f"{op}: unknown arguments {sorted(unknown)}")
@@ -241,7 +248,7 @@ _ERRORS: dict[str, type[BaseException]] = {cls.__name__: cls for cls in (
 )}
 
 
-def raise_remote(error: dict[str, Any]) -> None:
+def raise_remote(error: dict[str, Any]) -> NoReturn:
     """Raise what the host process raised, as the same type where joynr-sim knows it."""
     name, message, code = error["type"], error["message"], error["error"]
     if name == "DiscoveryErrorException" and code is not None:

@@ -112,6 +112,7 @@ class CcAddresses:
     gbids: list[str]
     topic: str
     ws_port: int
+    ws_host = "127.0.0.1"  # where its WebSocket server listens: a joined host's own address
 
     @property
     def default_gbid(self) -> str:
@@ -122,7 +123,7 @@ class CcAddresses:
 
     @property
     def ws_address(self) -> WebSocketAddress:
-        return WebSocketAddress("WS", "127.0.0.1", self.ws_port, "/")
+        return WebSocketAddress("WS", self.ws_host, self.ws_port, "/")
 
 
 class ClusterController(CcAddresses, Runtime):
@@ -262,7 +263,7 @@ class ClusterController(CcAddresses, Runtime):
                 authenticate=self._authentic,
             )
             # A restarted cluster controller listens where its libjoynr runtimes expect it.
-            await self.ws_server.start(port=self.ws_port)
+            await self.ws_server.start(host=self.ws_host, port=self.ws_port)
             self.ws_port = self.ws_server.port
         await self.endpoint.start()
 

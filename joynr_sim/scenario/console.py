@@ -62,10 +62,12 @@ def run_scenarios(
     check: bool = False,
     junit: Path | None = None,
     jobs: int = 1,
+    join: tuple[str, int, float] | None = None,
 ) -> int:
     """Run the scenarios under ``paths``; returns the exit status (see the module). With
     ``report``, the HTML report of the runs goes to ``out/report/`` and its index is printed,
-    also when a step failed. ``policy`` ``"all"`` runs the policy matrix."""
+    also when a step failed. ``policy`` ``"all"`` runs the policy matrix. ``join``: (run name,
+    hosts, seconds to wait for them): the runtimes run on hosts that joined (``host.join``)."""
     err = Console(stderr=True)
 
     def refuse(message: str) -> int:
@@ -88,7 +90,8 @@ def run_scenarios(
                or (check_junit_target(junit) if junit else None)
                or (None if 1 <= jobs <= MAX_JOBS else f"--jobs must be 1 to {MAX_JOBS}, got {jobs}")
                or ("--report goes with one policy; the matrix has a run per policy (see matrix.json)"
-                   if matrix and report else None))
+                   if matrix and report else None)
+               or (_join_problem(join, broker, matrix) if join else None))
     if problem:
         return refuse(problem)
     if matrix:
@@ -97,7 +100,7 @@ def run_scenarios(
         except RunDirError as exc:
             return refuse(str(exc))
     else:
-        results = _run_each(scenarios, out, broker, policy, seed, gcd_store, console, err)
+        results = _run_each(scenarios, out, broker, policy, seed, gcd_store, console, err, join)
         if results is None:
             return EXIT_BAD_INPUT
     by_name = {s.name: s for s in scenarios}
@@ -128,12 +131,31 @@ def run_scenarios(
     return status
 
 
-def _run_each(scenarios, out, broker, policy, seed, gcd_store, console, err) -> list[RunResult] | None:
+def _join_problem(join: tuple[str, int, float], broker: str | None, matrix: bool) -> str | None:
+    from brokers import BrokerSpecError, parse_broker
+
+    from ..host.mqtt_channel import check_name
+
+    try:
+        check_name("--join", join[0])
+        external = broker is not None and parse_broker(broker).kind == "external"
+    except (ValueError, BrokerSpecError) as exc:
+        return str(exc)
+    if not external:
+        return "--join: the hosts meet on the run's brokers: give them as --broker gbid1=mqtt://host:port,..."
+    if not 1 <= join[1] <= 4096:
+        return f"--join-hosts: expected 1 to 4096, got {join[1]}"
+    if not 0 < join[2] <= 3600:
+        return f"--join-timeout: expected more than 0 and at most 3600 seconds, got {join[2]:g}"
+    return "--join goes with one policy" if matrix else None
+
+
+def _run_each(scenarios, out, broker, policy, seed, gcd_store, console, err, join=None) -> list[RunResult] | None:
     """One after another, each with its progress display; stops after a run that errs."""
     results: list[RunResult] = []
     for scenario in scenarios:
         try:
-            result = _run_one(scenario, out, broker, policy, seed, gcd_store, console)
+            result = _run_one(scenario, out, broker, policy, seed, gcd_store, console, join)
         except RunDirError as exc:  # the folder changed since it was checked
             err.print(f"[red]joynr-sim run: {escape(redact(str(exc)))}[/]", soft_wrap=True, highlight=False)
             return None
@@ -287,7 +309,8 @@ def check_inputs(scenarios: list[Scenario], *, out: Path, broker: str | None, gc
     return None
 
 
-def _run_one(scenario: Scenario, out: Path, broker, policy, seed, gcd_store, console: Console) -> RunResult:
+def _run_one(scenario: Scenario, out: Path, broker, policy, seed, gcd_store, console: Console,
+             join: tuple[str, int, float] | None = None) -> RunResult:
     progress = Progress(
         TextColumn("[bold]{task.fields[name]}"), BarColumn(), MofNCompleteColumn(),
         TextColumn("{task.description}"), TimeElapsedColumn(), console=console, transient=True,
@@ -300,6 +323,7 @@ def _run_one(scenario: Scenario, out: Path, broker, policy, seed, gcd_store, con
 
         result = asyncio.run(run_scenario(
             scenario, out, policy=policy, broker=broker, seed=seed, gcd_store=gcd_store, on_step=on_step,
+            join=join,
         ))
     _report(result, console)
     return result

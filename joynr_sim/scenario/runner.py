@@ -127,8 +127,12 @@ async def run_scenario(
     gcd_store: str | None = None,
     on_step: Callable[[StepOutcome], None] = lambda outcome: None,
     keep_going: bool = False,
+    join: tuple[str, int, float] | None = None,
 ) -> RunResult:
     """Run one scenario into ``<out_dir>/<scenario name>/``.
+
+    ``join``: (run name, hosts, seconds to wait for them): the runtimes run on hosts joined from other machines, which
+    connect directly (no fault proxies).
 
     ``keep_going``: a failed step does not end the run (explore's schedules: a call that
     times out while a broker is down is an outcome to record, the checks judge the trace).
@@ -158,8 +162,9 @@ async def run_scenario(
     trace: TraceWriter | None = None
     try:
         try:
+            joined = dict(join=join[0], join_hosts=join[1], join_timeout_s=join[2], faults=False) if join else {}
             sim = Simulation(run_dir, gbids=list(scenario.backends), broker=broker, policy=result.policy,
-                             run_id=result.run_id, seed=seed, gcd_store=gcd_store)
+                             run_id=result.run_id, seed=seed, gcd_store=gcd_store, **joined)
             trace = TraceWriter(run_dir, result.run_id, "runner", "runner", sim.clock)
             await sim.start()
             result.brokers = {gbid: sim.brokers.url(gbid) for gbid in sim.gbids}
