@@ -12,7 +12,7 @@ import pytest
 
 from joynr_sim.cli import _hosts
 from joynr_sim.scenario import load_scenario
-from joynr_sim.scenario.fleet import fleet_hosts, wave_steps, windows
+from joynr_sim.scenario.fleet import MAX_OPS_PER_S, FleetRunner, fleet_hosts, wave_steps, windows
 from joynr_sim.scenario.loader import ScenarioError, parse_scenario
 
 FLEET = Path(__file__).resolve().parent.parent / "scenarios" / "fleet"
@@ -153,6 +153,19 @@ def test_window_counts_timeouts_as_lost_and_a_dead_op_as_lost_calls() -> None:
     w.add(3, ConnectionError("host gone"))
     assert (w.started, w.answered, w.failed, w.lost) == (7, 1, 1, 5)
     assert w.failed_by == {"JoynrTimeoutException": 2, "ProviderRuntimeException": 1, "op: ConnectionError": 3}
+
+
+@pytest.mark.parametrize("proxies, rate, expected", [
+    (4, 2, (1.0, 2)), (4, 0.3, (1 / 0.3, 1)), (9000, 0.1, (50.0, 5)), (9000, 10, (45.0, 450)), (1, 1000, (1.0, 1000)),
+])
+def test_load_slices_keep_the_rate_and_the_runner_within_its_ops(proxies: int, rate: float, expected) -> None:
+    fleet = _load(BASE.replace("calls_per_second_per_proxy: 2", f"calls_per_second_per_proxy: {rate}")).fleet
+    runner = FleetRunner(fleet, sim=None, trace=None, seed=1)  # type: ignore[arg-type]
+    runner.pairs = [None] * proxies  # type: ignore[list-item]
+    slice_s, calls = runner.slicing()
+    assert slice_s == pytest.approx(expected[0]) and calls == expected[1]
+    assert calls / slice_s == pytest.approx(rate)
+    assert slice_s >= 1 and proxies / slice_s <= MAX_OPS_PER_S
 
 
 def test_hosts_default_to_cores_with_at_most_80_controllers_each(monkeypatch: pytest.MonkeyPatch) -> None:

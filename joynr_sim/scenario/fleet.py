@@ -12,9 +12,9 @@ show them like the steps of any scenario):
    within its bound) and the proxies, discovered by participant id;
 2. the load, for ``duration_s``: each proxy's calls are a ``load`` control op carried out
    inside its host, one op per proxy per slice of ``slice_s`` seconds carrying
-   ``rate × slice_s`` calls, the proxies' ops spread evenly over the slice. The slice is at
-   least a second and long enough that the runner sends at most ``MAX_OPS_PER_S`` ops a
-   second, so 9,000 proxies do not make the runner the bottleneck;
+   ``rate × slice_s`` calls (a whole number), the proxies' ops spread evenly over the slice.
+   The slice is at least a second and long enough that the runner sends at most
+   ``MAX_OPS_PER_S`` ops a second, so 9,000 proxies do not make the runner the bottleneck;
 3. the waves, each at its ``at_s`` after the load started;
 4. an expectation each: ``lost``, ``failed`` (at most), ``answered_fraction`` (at least).
 
@@ -200,10 +200,12 @@ class FleetRunner:
 
     # -- load and waves -----------------------------------------------------------------------
     def slicing(self) -> tuple[float, int]:
-        """(slice seconds, calls per op)."""
-        f = self.fleet
-        slice_s = max(1.0, 1.0 / f.calls_per_second_per_proxy, len(self.pairs) / MAX_OPS_PER_S)
-        return slice_s, max(1, round(f.calls_per_second_per_proxy * slice_s))
+        """(slice seconds, calls per op): whole calls per op at exactly the rate asked, in
+        slices of at least a second and at most MAX_OPS_PER_S ops a second."""
+        rate = self.fleet.calls_per_second_per_proxy
+        shortest = max(1.0, len(self.pairs) / MAX_OPS_PER_S)
+        calls = max(1, math.ceil(rate * shortest - 1e-9))
+        return calls / rate, calls
 
     async def drive(self, on_wave: Callable[[Wave, BaseException | None], None]) -> None:
         """The load for duration_s with the waves; returns when every op came back."""
