@@ -3,6 +3,7 @@ what``), the wave windows and the ``--hosts`` option. Nothing here starts a runt
 
 from __future__ import annotations
 
+import asyncio
 import re
 import subprocess
 import sys
@@ -12,7 +13,7 @@ import pytest
 
 from joynr_sim.cli import _hosts
 from joynr_sim.scenario import load_scenario
-from joynr_sim.scenario.fleet import MAX_OPS_PER_S, FleetRunner, fleet_hosts, wave_steps, windows
+from joynr_sim.scenario.fleet import MAX_OPS_PER_S, FleetRunner, WaveError, fleet_hosts, wave_steps, windows
 from joynr_sim.scenario.loader import ScenarioError, parse_scenario
 
 FLEET = Path(__file__).resolve().parent.parent / "scenarios" / "fleet"
@@ -190,3 +191,29 @@ def test_run_exits_2_on_a_bad_hosts_value(tmp_path: Path) -> None:
     assert done.returncode == 2, done
     assert done.stderr == "joynr-sim run: --hosts: expected a number from 1 to 1024 or 'cores', got '0'\n"
     assert not (tmp_path / "runs").exists()
+
+
+class _FakeController:
+    """Stands in for a cluster controller's handle: a restart either works or not."""
+
+    def __init__(self, k: int, broken: bool) -> None:
+        self.k, self.broken, self.starts = k, broken, 0
+
+    async def stop(self) -> None:
+        if self.broken:
+            raise TimeoutError("stop: no answer within 60 s")
+
+    async def start(self) -> None:
+        self.starts += 1
+
+
+async def test_a_failed_restart_is_named_and_the_wave_goes_on() -> None:
+    fleet = _load(BASE.replace("fraction: 0.5", "fraction: 1")).fleet
+    runner = FleetRunner(fleet, sim=None, trace=None, seed=1)  # type: ignore[arg-type]
+    runner.ccs = [_FakeController(k, broken=k in (1, 2)) for k in range(4)]
+    t0 = asyncio.get_running_loop().time() - 1000  # every restart's time has come
+    with pytest.raises(WaveError) as info:
+        await runner._restart(fleet.waves[0], t0)
+    assert re.fullmatch(r"restart of cc[12]: TimeoutError: stop: no answer within 60 s \(and 1 more of 4\)",
+                        str(info.value)), info.value
+    assert [c.starts for c in runner.ccs] == [1, 0, 0, 1]

@@ -131,6 +131,18 @@ async def _all(coros: Any) -> list[Any]:
     return [t.result() for t in tasks]
 
 
+class WaveError(Exception):
+    """What a wave could not do, naming the runtime."""
+
+
+def _raise_first(results: list[Any]) -> None:
+    """The first error of a wave's actions, telling how many failed."""
+    errors = [r for r in results if isinstance(r, BaseException)]
+    if errors:
+        more = f" (and {len(errors) - 1} more of {len(results)})" if len(errors) > 1 else ""
+        raise WaveError(f"{errors[0]}{more}") from errors[0]
+
+
 class FleetRunner:
     def __init__(self, fleet: Fleet, sim: Simulation, trace: TraceWriter, seed: int,
                  on_progress: Progress = lambda text: None) -> None:
@@ -275,17 +287,27 @@ class FleetRunner:
         async def one(i: int, k: int) -> None:
             await asyncio.sleep(max(0.0, t0 + wave.at_s + i * gap - loop.time()))
             cc = self.ccs[k]
-            await cc.stop()
-            await cc.start()
+            try:
+                await cc.stop()
+                await cc.start()
+            except Exception as exc:  # named, so the wave's error says which and why
+                raise WaveError(f"restart of cc{k}: {type(exc).__name__}: {exc}") from exc
             self._tick(done, len(chosen), f"wave {wave.index}: controllers restarted")
 
-        await _all(one(i, k) for i, k in enumerate(chosen))
+        # One restart that fails does not stop the others: the wave goes on as it would.
+        _raise_first(await asyncio.gather(*(one(i, k) for i, k in enumerate(chosen)), return_exceptions=True))
 
     async def _duplicate(self, count: int) -> None:
         gbids = list(self.fleet.gbids) or None
         logins = asyncio.Semaphore(CC_START_CONCURRENCY)
-        await _all(_bounded(logins, self.sim.cluster_controller(f"cc{k}", gbids, runtime_id=f"cc{k}-twin"))
-                   for k in range(count))
+
+        async def twin(k: int) -> None:
+            try:
+                await self.sim.cluster_controller(f"cc{k}", gbids, runtime_id=f"cc{k}-twin")
+            except Exception as exc:
+                raise WaveError(f"start of cc{k}-twin: {type(exc).__name__}: {exc}") from exc
+
+        _raise_first(await asyncio.gather(*(_bounded(logins, twin(k)) for k in range(count)), return_exceptions=True))
 
     # -- the phases as steps ------------------------------------------------------------------
     async def run(self, outcomes: list[Any], on_step: Callable[[Any], None], keep_going: bool) -> None:
@@ -312,7 +334,8 @@ class FleetRunner:
         begun = time.perf_counter()
 
         def on_wave(wave: Wave, error: BaseException | None) -> None:
-            detail = None if error is None else f"{type(error).__name__}: {error}"
+            detail = None if error is None else str(error) if isinstance(error, WaveError) else (
+                f"{type(error).__name__}: {error}")
             finish(waves[wave.index], 2 + wave.index, detail, begun)
 
         await self.drive(on_wave)
