@@ -79,8 +79,9 @@ def cmd_list(args: argparse.Namespace, console: Console) -> int:
             broken += 1
             table.add_row(f"[red]{path.name}[/]", f"[red]{escape(redact(str(exc)))}[/]", "", "")
             continue
-        table.add_row(s.name, escape(f"{s.reproduces.seed}: {s.reproduces.scenario}"), s.policy,
-                      str(len(s.steps)))
+        f = s.fleet
+        steps = str(len(s.steps)) if f is None else f"fleet {f.cluster_controllers}x{f.libjoynr_per_cc}"
+        table.add_row(s.name, escape(f"{s.reproduces.seed}: {s.reproduces.scenario}"), s.policy, steps)
     console.print(table)
     return 1 if broken else 0
 
@@ -107,10 +108,27 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
             f"[red]joynr-sim run: --policy {escape(args.policy)!r} is unknown; choose one of "
             f"{', '.join(POLICIES)} or {ALL_POLICIES}[/]", soft_wrap=True)
         return 2
+    try:
+        hosts = _hosts(args.hosts)
+    except ValueError as exc:
+        Console(stderr=True).print(f"[red]joynr-sim run: {escape(str(exc))}[/]", soft_wrap=True, highlight=False)
+        return 2
     return run_scenarios(args.paths, out=args.out, broker=args.broker, policy=args.policy,
                          seed=args.seed, gcd_store=args.gcd_store, console=console, report=args.report,
-                         check=args.check, junit=args.junit, jobs=args.jobs,
+                         check=args.check, junit=args.junit, jobs=args.jobs, hosts=hosts,
                          join=(args.join, args.join_hosts, args.join_timeout) if args.join else None)
+
+
+MAX_HOSTS = 1024
+
+
+def _hosts(text: str | None) -> int | str | None:
+    """--hosts: None (not given), "cores" or a count of host processes."""
+    if text is None or text == "cores":
+        return text
+    if text.isascii() and text.isdigit() and 1 <= int(text) <= MAX_HOSTS:
+        return int(text)
+    raise ValueError(f"--hosts: expected a number from 1 to {MAX_HOSTS} or 'cores', got {text[:40]!r}")
 
 
 def cmd_report(args: argparse.Namespace, console: Console) -> int:
@@ -196,6 +214,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--join-hosts", type=int, default=1, metavar="N", help="with --join: wait for N hosts (default 1)")
     p.add_argument("--join-timeout", type=float, default=60.0, metavar="S",
                    help="with --join: how long to wait for them, in seconds (default 60)")
+    p.add_argument("--hosts", metavar="N|cores", help="runtimes in N host processes (a cluster controller and its "
+                   "libjoynr runtimes share one), cores: one per core (default: one process per runtime; "
+                   "for a fleet scenario: cores)")
     p.set_defaults(func=cmd_run)
     from analytics.app import build_parser as check_parser
 

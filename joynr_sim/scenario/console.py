@@ -63,11 +63,13 @@ def run_scenarios(
     junit: Path | None = None,
     jobs: int = 1,
     join: tuple[str, int, float] | None = None,
+    hosts: int | str | None = None,
 ) -> int:
     """Run the scenarios under ``paths``; returns the exit status (see the module). With
     ``report``, the HTML report of the runs goes to ``out/report/`` and its index is printed,
     also when a step failed. ``policy`` ``"all"`` runs the policy matrix. ``join``: (run name,
-    hosts, seconds to wait for them): the runtimes run on hosts that joined (``host.join``)."""
+    hosts, seconds to wait for them): the runtimes run on hosts that joined (``host.join``).
+    ``hosts``: see ``run_scenario``."""
     err = Console(stderr=True)
 
     def refuse(message: str) -> int:
@@ -96,11 +98,11 @@ def run_scenarios(
         return refuse(problem)
     if matrix:
         try:
-            results = _run_matrix(scenarios, policies, out, broker, seed, gcd_store, console, jobs)
+            results = _run_matrix(scenarios, policies, out, broker, seed, gcd_store, console, jobs, hosts)
         except RunDirError as exc:
             return refuse(str(exc))
     else:
-        results = _run_each(scenarios, out, broker, policy, seed, gcd_store, console, err, join)
+        results = _run_each(scenarios, out, broker, policy, seed, gcd_store, console, err, join, hosts)
         if results is None:
             return EXIT_BAD_INPUT
     by_name = {s.name: s for s in scenarios}
@@ -150,12 +152,13 @@ def _join_problem(join: tuple[str, int, float], broker: str | None, matrix: bool
     return "--join goes with one policy" if matrix else None
 
 
-def _run_each(scenarios, out, broker, policy, seed, gcd_store, console, err, join=None) -> list[RunResult] | None:
+def _run_each(scenarios, out, broker, policy, seed, gcd_store, console, err, join=None,
+              hosts=None) -> list[RunResult] | None:
     """One after another, each with its progress display; stops after a run that errs."""
     results: list[RunResult] = []
     for scenario in scenarios:
         try:
-            result = _run_one(scenario, out, broker, policy, seed, gcd_store, console, join)
+            result = _run_one(scenario, out, broker, policy, seed, gcd_store, console, join, hosts)
         except RunDirError as exc:  # the folder changed since it was checked
             err.print(f"[red]joynr-sim run: {escape(redact(str(exc)))}[/]", soft_wrap=True, highlight=False)
             return None
@@ -174,7 +177,7 @@ def _print_error(err: Console, result: RunResult) -> None:
 
 
 def _run_matrix(scenarios: list[Scenario], policies: list[str], out: Path, broker, seed, gcd_store,
-                console: Console, jobs: int) -> list[RunResult]:
+                console: Console, jobs: int, hosts: int | str | None) -> list[RunResult]:
     """Every scenario under every policy, ``jobs`` runs at a time, into OUT/<policy>/."""
     progress = Progress(TextColumn("[bold]policy matrix"), BarColumn(), MofNCompleteColumn(),
                         TextColumn("{task.description}"), TimeElapsedColumn(), console=console, transient=True)
@@ -187,7 +190,7 @@ def _run_matrix(scenarios: list[Scenario], policies: list[str], out: Path, broke
         async def one(scenario: Scenario, policy: str) -> RunResult:
             async with gate:
                 result = await run_scenario(scenario, out / policy, policy=policy, broker=broker, seed=seed,
-                                            gcd_store=gcd_store)
+                                            gcd_store=gcd_store, hosts=hosts)
             progress.update(task, advance=1, description=escape(f"{scenario.name} ({policy})"))
             return result
 
@@ -310,20 +313,25 @@ def check_inputs(scenarios: list[Scenario], *, out: Path, broker: str | None, gc
 
 
 def _run_one(scenario: Scenario, out: Path, broker, policy, seed, gcd_store, console: Console,
-             join: tuple[str, int, float] | None = None) -> RunResult:
+             join: tuple[str, int, float] | None = None, hosts: int | str | None = None) -> RunResult:
     progress = Progress(
         TextColumn("[bold]{task.fields[name]}"), BarColumn(), MofNCompleteColumn(),
         TextColumn("{task.description}"), TimeElapsedColumn(), console=console, transient=True,
     )
     with progress:
-        task = progress.add_task("starting brokers", total=len(scenario.steps), name=scenario.name)
+        task = progress.add_task("starting brokers", total=len(scenario.steps) or None, name=scenario.name)
 
         def on_step(outcome: StepOutcome) -> None:
             progress.update(task, advance=1, description=escape(outcome.title))
 
+        def on_progress(text: str) -> None:  # a fleet's: "controllers started: 400/1000"
+            progress.update(task, description=escape(text))
+            if not console.is_terminal:  # a log keeps each line
+                console.print(f"{escape(scenario.name)}: {escape(text)}", highlight=False)
+
         result = asyncio.run(run_scenario(
             scenario, out, policy=policy, broker=broker, seed=seed, gcd_store=gcd_store, on_step=on_step,
-            join=join,
+            join=join, hosts=hosts, on_progress=on_progress,
         ))
     _report(result, console)
     return result

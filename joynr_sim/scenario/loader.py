@@ -25,6 +25,7 @@ from typing import Any
 
 import yaml
 
+from .fleet_model import fleet_from
 from .model import (
     BROKER_STEPS,
     RUNTIME_STEPS,
@@ -256,6 +257,8 @@ def parse_scenario(text: str, path: str | os.PathLike[str] = "<string>") -> Scen
     if problem is not None:
         raise doc.error(*problem)
     data = with_defaults(doc.data)
+    if data["fleet"] is not None:
+        return _fleet_scenario(data, doc, path)
     References(data, doc.error).check(data)
     steps = []
     for i, item in enumerate(data["steps"]):
@@ -289,6 +292,27 @@ def parse_scenario(text: str, path: str | os.PathLike[str] = "<string>") -> Scen
         ),
         steps=tuple(steps),
         path=Path(path) if path != "<string>" else None,
+    )
+
+
+def _fleet_scenario(data: dict[str, Any], doc: _Doc, path: str | os.PathLike[str]) -> Scenario:
+    """A fleet scenario: its runtimes come from the population, its checks from ``expect``."""
+    for key in ("runtimes", "steps"):
+        if data[key] is not None:
+            raise doc.error((key,), "a fleet scenario declares its runtimes and load in fleet:; "
+                                    "remove runtimes and steps")
+    refs = References(data, doc.error)
+    refs.guards(data)
+    if data["guards"] is None and data["smoke"] is None:
+        raise doc.error((), "a fleet scenario says what it guards: give guards (the policies it must fail "
+                            "under) or smoke (why no rule set can break it)")
+    refs.broker(data["broker"])
+    return Scenario(
+        name=data["name"], description=data["description"], reproduces=Reproduces(**data["reproduces"]),
+        policy=data["policy"], guards=tuple(data["guards"] or ()), smoke=data["smoke"], broker=data["broker"],
+        backends=tuple(data["backends"]), runtimes=(), steps=(),
+        path=Path(path) if path != "<string>" else None,
+        fleet=fleet_from(data["fleet"], tuple(data["backends"]), doc.line, doc.error),
     )
 
 

@@ -22,7 +22,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .fleet_model import Fleet
 
 CLUSTER_CONTROLLER = "cluster-controller"
 LIBJOYNR = "libjoynr"
@@ -201,12 +204,14 @@ class Scenario:
     runtimes: tuple[RuntimeSpec, ...]
     steps: tuple[Step, ...]
     path: Path | None = None
+    # A fleet scenario: populations, load and waves instead of runtimes and steps.
+    fleet: Fleet | None = None
 
     @property
     def checks(self) -> bool:
         """Whether any step checks something: a scenario that only acts and waits proves
-        nothing, and ``joynr-sim list`` and ``run`` flag it."""
-        return any(step.checks for step in self.steps)
+        nothing, and ``joynr-sim list`` and ``run`` flag it. A fleet's ``expect`` is its check."""
+        return self.fleet is not None or any(step.checks for step in self.steps)
 
     def runtime(self, runtime_id: str) -> RuntimeSpec:
         for spec in self.runtimes:

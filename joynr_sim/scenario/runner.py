@@ -25,11 +25,13 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 from brokers import BrokerError, BrokerSpecError, MosquittoNotFound, parse_broker, redact
 
 from ..simulation import Simulation
 from ..trace import TraceWriter
+from .fleet import FleetRunner, fleet_hosts, wave_steps
 from .model import Scenario
 from .rundir import GENERATOR, MANIFEST, claim_run_dir
 from .steps import ScenarioRunner, StepFailed
@@ -74,6 +76,7 @@ class RunResult:
     steps: list[StepOutcome] = field(default_factory=list)
     versions: dict[str, str] = field(default_factory=dict)
     brokers: dict[str, str] = field(default_factory=dict)  # GBID -> broker URL
+    fleet: dict[str, Any] = field(default_factory=dict)  # a fleet's calls per wave window (``fleet``)
 
     @property
     def passed(self) -> bool:
@@ -128,6 +131,8 @@ async def run_scenario(
     on_step: Callable[[StepOutcome], None] = lambda outcome: None,
     keep_going: bool = False,
     join: tuple[str, int, float] | None = None,
+    hosts: int | str | None = None,
+    on_progress: Callable[[str], None] = lambda text: None,
 ) -> RunResult:
     """Run one scenario into ``<out_dir>/<scenario name>/``.
 
@@ -136,6 +141,9 @@ async def run_scenario(
 
     ``keep_going``: a failed step does not end the run (explore's schedules: a call that
     times out while a broker is down is an outcome to record, the checks judge the trace).
+    ``hosts``: the runtimes in that many host processes (``"cores"``: one per core; see
+    ``Simulation``); None: one process per runtime, but a fleet scenario's default is
+    ``"cores"``. ``on_progress``: a fleet's progress, one line at a time.
 
     An earlier run directory of joynr-sim there is replaced; anything else raises
     ``RunDirError`` and is left as it is. Set-up failures do not raise: the result's
@@ -155,7 +163,8 @@ async def run_scenario(
         reproduces={"seed": scenario.reproduces.seed, "scenario": scenario.reproduces.scenario},
         started=_iso(started),
         versions=_versions(),
-        steps=[StepOutcome(s.index, s.kind, s.title, s.line) for s in scenario.steps],
+        steps=([StepOutcome(i, *s) for i, s in enumerate(wave_steps(scenario.fleet))] if scenario.fleet
+               else [StepOutcome(s.index, s.kind, s.title, s.line) for s in scenario.steps]),
     )
     write_manifest(result)  # from here on the folder is recognisably a run directory
     sim: Simulation | None = None
@@ -164,19 +173,30 @@ async def run_scenario(
         try:
             joined = dict(join=join[0], join_hosts=join[1], join_timeout_s=join[2], faults=False) if join else {}
             sim = Simulation(run_dir, gbids=list(scenario.backends), broker=broker, policy=result.policy,
-                             run_id=result.run_id, seed=seed, gcd_store=gcd_store, **joined)
+                             run_id=result.run_id, seed=seed, gcd_store=gcd_store,
+                             hosts=fleet_hosts(scenario.fleet, hosts) if scenario.fleet else hosts,
+                             **(joined or {"faults": scenario.fleet is None}))
             trace = TraceWriter(run_dir, result.run_id, "runner", "runner", sim.clock)
             await sim.start()
             result.brokers = {gbid: sim.brokers.url(gbid) for gbid in sim.gbids}
-            runner = ScenarioRunner(scenario, sim)
-            await runner.build()
+            if scenario.fleet is not None:
+                fleet = FleetRunner(scenario.fleet, sim, trace, seed, on_progress)
+            else:
+                runner = ScenarioRunner(scenario, sim)
+                await runner.build()
         except Exception as exc:
             text = str(exc) if _is_environment(exc) else f"{type(exc).__name__}: {exc}"
             raise SetupError(redact(text) or type(exc).__name__) from exc
-        try:
-            await _run_steps(scenario, runner, trace, result, on_step, keep_going)
-        finally:
-            await runner.cancel_background()
+        if scenario.fleet is not None:
+            try:
+                await fleet.run(result.steps, on_step, keep_going)
+            finally:
+                result.fleet = fleet.report()
+        else:
+            try:
+                await _run_steps(scenario, runner, trace, result, on_step, keep_going)
+            finally:
+                await runner.cancel_background()
         result.complete = True
         result.outcome = "failed" if result.failed_step else "passed"
     except SetupError as exc:

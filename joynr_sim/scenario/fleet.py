@@ -1,0 +1,374 @@
+"""Running a fleet scenario (``fleet_model``): the population started in shared host
+processes, the load driven inside them, the waves fired at their times, the calls counted
+per wave window, the expectations judged.
+
+Phases, each reported as a step of the run (so ``run.json``, the summary and the reports
+show them like the steps of any scenario):
+
+1. the population: the cluster controllers (``CC_START_CONCURRENCY`` at a time: a new
+   broker login makes Mosquitto reload its password file), the libjoynr runtimes in their
+   cluster controller's host (``START_CONCURRENCY`` at a time), the providers
+   (``REGISTER_CONCURRENCY`` at a time: the GCD, in the runner's process, answers each add
+   within its bound) and the proxies, discovered by participant id;
+2. the load, for ``duration_s``: each proxy's calls are a ``load`` control op carried out
+   inside its host, one op per proxy per slice of ``slice_s`` seconds carrying
+   ``rate × slice_s`` calls (a whole number), the proxies' ops spread evenly over the slice.
+   The slice is at least a second and long enough that the runner sends at most
+   ``MAX_OPS_PER_S`` ops a second, so 9,000 proxies do not make the runner the bottleneck;
+3. the waves, each at its ``at_s`` after the load started;
+4. an expectation each: ``lost``, ``failed`` (at most), ``answered_fraction`` (at least).
+
+A call counts in the window of the wave before its op started (``before waves`` until the
+first). ``answered``: a reply came; ``failed``: an error reply (joynr's
+ProviderRuntimeException and the like); ``lost``: no reply within its ttl_ms
+(JoynrTimeoutException), or its op never came back (the host died): then every call of
+the op counts as lost, with the reason.
+
+A restart in a wave stops the cluster controller gracefully and starts it again in the
+same host process: the libjoynr runtimes next to it live on and reconnect, as the
+applications on a machine whose cluster controller is restarted do. (A crash would kill the
+host process and every runtime in it; see README "Fleets".)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import os
+import random
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..core.errors import JoynrTimeoutException
+from ..runtime.participants import INTERFACES
+from ..simulation import Simulation
+from ..trace import TraceWriter
+from .fleet_model import Fleet, Wave
+
+CCS_PER_HOST = 80  # paho's select() serves about 90 cluster controllers in one process
+CC_START_CONCURRENCY = 10
+START_CONCURRENCY = 50
+REGISTER_CONCURRENCY = 10
+PROXY_CONCURRENCY = 20
+MAX_OPS_PER_S = 200.0  # load ops the runner sends a second
+OP_CONCURRENCY = 4  # calls of one op in flight at a time
+Progress = Callable[[str], None]
+
+
+def fleet_hosts(fleet: Fleet, hosts: int | str | None) -> int:
+    """Host processes for a fleet: as asked; by default (or ``cores``) one per core, but
+    at most ``CCS_PER_HOST`` cluster controllers in one (duplicates included)."""
+    if isinstance(hosts, int):
+        return hosts
+    ccs = fleet.cluster_controllers + max((w.duplicate_cc_ids or 0 for w in fleet.waves), default=0)
+    return max(os.cpu_count() or 1, math.ceil(ccs / CCS_PER_HOST))
+
+
+def wave_steps(fleet: Fleet) -> list[tuple[str, str, int]]:
+    """The phases as steps: (kind, title, line)."""
+    pop = (f"start {fleet.cluster_controllers} cluster controllers, "
+           f"{fleet.cluster_controllers * fleet.libjoynr_per_cc} libjoynr runtimes")
+    load = f"load {fleet.calls_per_second_per_proxy:g} calls/s per proxy for {fleet.duration_s} s"
+    steps = [("population", pop, fleet.population_line), ("load", load, fleet.load_line)]
+    steps += [("wave", f"at {w.at_s} s: {w.title}", w.line) for w in fleet.waves]
+    for key, value in fleet.expect.items():
+        bound = f"at least {value:g}" if key == "answered_fraction" else f"at most {value}"
+        steps.append(("expect", f"expect {key} {bound}", fleet.expect_lines[key]))
+    return steps
+
+
+@dataclass
+class Window:
+    name: str
+    from_s: float
+    to_s: float
+    started: int = 0
+    answered: int = 0
+    failed: int = 0
+    lost: int = 0
+    failed_by: dict[str, int] = field(default_factory=dict)  # error name or reason -> calls
+
+    def add(self, calls: int, outcome: dict[str, Any] | BaseException) -> None:
+        self.started += calls
+        if isinstance(outcome, BaseException):
+            self.lost += calls
+            reason = f"op: {type(outcome).__name__}"
+            self.failed_by[reason] = self.failed_by.get(reason, 0) + calls
+            return
+        self.answered += outcome["ok"]
+        for name, n in outcome["failed"].items():
+            if name == JoynrTimeoutException.__name__:
+                self.lost += n
+            else:
+                self.failed += n
+            self.failed_by[name] = self.failed_by.get(name, 0) + n
+
+
+def windows(fleet: Fleet) -> list[Window]:
+    cuts = sorted({w.at_s for w in fleet.waves} | {0})
+    names = {w.at_s: [] for w in fleet.waves}
+    for w in fleet.waves:
+        names[w.at_s].append(f"wave {w.index}")
+    out = []
+    for i, start in enumerate(cuts):
+        end = cuts[i + 1] if i + 1 < len(cuts) else fleet.duration_s
+        out.append(Window(", ".join(names.get(start, [])) or "before waves", start, end))
+    return out
+
+
+async def _bounded(limit: asyncio.Semaphore, coro: Any) -> Any:
+    async with limit:
+        return await coro
+
+
+async def _all(coros: Any) -> list[Any]:
+    """Like gather, but the first failure cancels the rest."""
+    async with asyncio.TaskGroup() as group:
+        tasks = [group.create_task(c) for c in coros]
+    return [t.result() for t in tasks]
+
+
+class WaveError(Exception):
+    """What a wave could not do, naming the runtime."""
+
+
+def _raise_first(results: list[Any]) -> None:
+    """The first error of a wave's actions, telling how many failed."""
+    errors = [r for r in results if isinstance(r, BaseException)]
+    if errors:
+        more = f" (and {len(errors) - 1} more of {len(results)})" if len(errors) > 1 else ""
+        raise WaveError(f"{errors[0]}{more}") from errors[0]
+
+
+class FleetRunner:
+    def __init__(self, fleet: Fleet, sim: Simulation, trace: TraceWriter, seed: int,
+                 on_progress: Progress = lambda text: None) -> None:
+        self.fleet = fleet
+        self.sim = sim
+        self.trace = trace
+        self.seed = seed
+        self.progress = on_progress
+        self.ccs: list[Any] = []
+        self.pairs: list[tuple[Any, Any]] = []  # (consumer runtime, proxy)
+        self.windows = windows(fleet)
+        self.summary: dict[str, Any] = {}
+
+    # -- the population ---------------------------------------------------------------------
+    async def populate(self) -> None:
+        f, sim = self.fleet, self.sim
+        started = time.perf_counter()
+        gbids = list(f.gbids) or None
+        done = [0]
+
+        async def one_cc(k: int) -> Any:
+            cc = await sim.cluster_controller(f"cc{k}", gbids)
+            self._tick(done, f.cluster_controllers, "controllers started")
+            return cc
+
+        logins = asyncio.Semaphore(CC_START_CONCURRENCY)
+        self.ccs = await _all(_bounded(logins, one_cc(k)) for k in range(f.cluster_controllers))
+        apps, done[0] = f.cluster_controllers * f.libjoynr_per_cc, 0
+
+        async def one_app(k: int, j: int) -> Any:
+            app = await sim.libjoynr(f"app{k}-{j}", self.ccs[k])
+            self._tick(done, apps, "libjoynr runtimes started")
+            return app
+
+        starting = asyncio.Semaphore(START_CONCURRENCY)
+        runtimes = await _all(_bounded(starting, one_app(k, j))
+                              for k in range(f.cluster_controllers) for j in range(f.libjoynr_per_cc))
+        by_cc = [runtimes[k * f.libjoynr_per_cc:(k + 1) * f.libjoynr_per_cc] for k in range(f.cluster_controllers)]
+        providers, done[0] = f.cluster_controllers * f.providers_per_cc, 0
+        implementation = INTERFACES[f.interface]
+
+        async def register(k: int, i: int) -> None:
+            await by_cc[k][i].register_provider(f.domain, f.interface, implementation(),
+                                                participant_id=f.provider_participant(k, i), scope=f.provider_scope)
+            self._tick(done, providers, "providers registered")
+
+        adds = asyncio.Semaphore(REGISTER_CONCURRENCY)
+        await _all(_bounded(adds, register(k, i))
+                   for k in range(f.cluster_controllers) for i in range(f.providers_per_cc))
+        proxies, done[0] = f.cluster_controllers * f.proxies_per_cc, 0
+
+        async def proxy(k: int, i: int) -> tuple[Any, Any]:
+            app = by_cc[k][f.providers_per_cc + i]
+            built = await app.discover_proxy(f.interface, participant_id=f.target_of(k, i), scope=f.proxy_scope)
+            self._tick(done, proxies, "proxies built")
+            return app, built
+
+        lookups = asyncio.Semaphore(PROXY_CONCURRENCY)
+        self.pairs = await _all(_bounded(lookups, proxy(k, i))
+                                for k in range(f.cluster_controllers) for i in range(f.proxies_per_cc))
+        self.summary["startup_s"] = round(time.perf_counter() - started, 3)
+
+    def _tick(self, done: list[int], total: int, what: str) -> None:
+        done[0] += 1
+        if done[0] == total or done[0] % max(1, total // 20) == 0:
+            self.progress(f"{what}: {done[0]}/{total}")
+
+    # -- load and waves -----------------------------------------------------------------------
+    def slicing(self) -> tuple[float, int]:
+        """(slice seconds, calls per op): whole calls per op at exactly the rate asked, in
+        slices of at least a second and at most MAX_OPS_PER_S ops a second."""
+        rate = self.fleet.calls_per_second_per_proxy
+        shortest = max(1.0, len(self.pairs) / MAX_OPS_PER_S)
+        calls = max(1, math.ceil(rate * shortest - 1e-9))
+        return calls / rate, calls
+
+    async def drive(self, on_wave: Callable[[Wave, BaseException | None], None]) -> None:
+        """The load for duration_s with the waves; returns when every op came back."""
+        f = self.fleet
+        slice_s, calls = self.slicing()
+        self.summary.update(hosts=self.sim.hosts, slice_s=slice_s, calls_per_op=calls)
+        loop = asyncio.get_running_loop()
+        t0 = loop.time()
+        ops: list[asyncio.Task] = []
+        waves = [asyncio.create_task(self._wave(w, t0, on_wave)) for w in f.waves]
+        n = len(self.pairs)
+        schedule = sorted((j * slice_s / n + s * slice_s, j)
+                          for j in range(n)
+                          for s in range(math.ceil(f.duration_s / slice_s))
+                          if j * slice_s / n + s * slice_s < f.duration_s)
+        for at, j in schedule:
+            delay = t0 + at - loop.time()
+            if delay > 0:
+                await asyncio.sleep(delay)  # a schedule: the op's time comes
+            if j == 0:
+                self.progress(f"load: {int(at)}/{f.duration_s} s")
+            ops.append(asyncio.create_task(self._op(j, at, calls)))
+        await asyncio.sleep(max(0.0, t0 + f.duration_s - loop.time()))
+        self.progress(f"load: waiting for {sum(not o.done() for o in ops)} ops in flight")
+        await asyncio.gather(*ops, *waves)
+        self.summary["load_s"] = round(loop.time() - t0, 3)
+
+    async def _op(self, j: int, at: float, calls: int) -> None:
+        app, proxy = self.pairs[j]
+        window = next(w for w in reversed(self.windows) if w.from_s <= at)
+        f = self.fleet
+        try:
+            outcome: dict[str, Any] | BaseException = await app.load(
+                proxy.participant_id, proxy.provider_participant_id, f.method, list(f.args),
+                calls=calls, concurrency=min(calls, OP_CONCURRENCY), ttl_ms=f.ttl_ms)
+        except Exception as exc:  # the host died or did not answer in time: the calls are lost
+            outcome = exc
+        window.add(calls, outcome)
+
+    async def _wave(self, wave: Wave, t0: float, on_wave: Callable[[Wave, BaseException | None], None]) -> None:
+        loop = asyncio.get_running_loop()
+        await asyncio.sleep(max(0.0, t0 + wave.at_s - loop.time()))
+        error: BaseException | None = None
+        try:
+            if wave.restart is not None:
+                await self._restart(wave, t0)
+            elif wave.crash_broker is not None:
+                await self.sim.brokers.crash_broker(wave.crash_broker.gbid)
+                if wave.crash_broker.for_s is not None:
+                    await asyncio.sleep(max(0.0, t0 + wave.at_s + wave.crash_broker.for_s - loop.time()))
+                    await self.sim.brokers.start_broker(wave.crash_broker.gbid)
+            else:
+                await self._duplicate(wave.duplicate_cc_ids or 0)
+        except Exception as exc:
+            error = exc
+        on_wave(wave, error)
+
+    async def _restart(self, wave: Wave, t0: float) -> None:
+        r = wave.restart
+        assert r is not None
+        n = self.fleet.cluster_controllers
+        chosen = random.Random(f"{self.seed}-{wave.index}").sample(range(n), math.ceil(r.fraction * n))
+        gap = r.over_s / (len(chosen) - 1) if len(chosen) > 1 else 0.0
+        loop = asyncio.get_running_loop()
+        done = [0]
+
+        async def one(i: int, k: int) -> None:
+            await asyncio.sleep(max(0.0, t0 + wave.at_s + i * gap - loop.time()))
+            cc = self.ccs[k]
+            try:
+                await cc.stop()
+                await cc.start()
+            except Exception as exc:  # named, so the wave's error says which and why
+                raise WaveError(f"restart of cc{k}: {type(exc).__name__}: {exc}") from exc
+            self._tick(done, len(chosen), f"wave {wave.index}: controllers restarted")
+
+        # One restart that fails does not stop the others: the wave goes on as it would.
+        _raise_first(await asyncio.gather(*(one(i, k) for i, k in enumerate(chosen)), return_exceptions=True))
+
+    async def _duplicate(self, count: int) -> None:
+        gbids = list(self.fleet.gbids) or None
+        logins = asyncio.Semaphore(CC_START_CONCURRENCY)
+
+        async def twin(k: int) -> None:
+            try:
+                await self.sim.cluster_controller(f"cc{k}", gbids, runtime_id=f"cc{k}-twin")
+            except Exception as exc:
+                raise WaveError(f"start of cc{k}-twin: {type(exc).__name__}: {exc}") from exc
+
+        _raise_first(await asyncio.gather(*(_bounded(logins, twin(k)) for k in range(count)), return_exceptions=True))
+
+    # -- the phases as steps ------------------------------------------------------------------
+    async def run(self, outcomes: list[Any], on_step: Callable[[Any], None], keep_going: bool) -> None:
+        """Each phase fills in its step outcome (``runner.StepOutcome``: outcome, detail,
+        duration_ms), traced as a ``step`` and handed to ``on_step`` as it ends."""
+        population, load, *rest = outcomes
+        waves, expects = rest[:len(self.fleet.waves)], rest[len(self.fleet.waves):]
+        begun = time.perf_counter()
+
+        def finish(outcome: Any, index: int, detail: str | None, since: float) -> None:
+            outcome.outcome, outcome.detail = ("ok", "") if detail is None else ("failed", detail)
+            outcome.duration_ms = (time.perf_counter() - since) * 1000
+            self.trace.emit("step", index=index, name=outcome.title, outcome=outcome.outcome,
+                            detail=outcome.detail, line=outcome.line)
+            on_step(outcome)
+
+        try:
+            await self.populate()
+            finish(population, 0, None, begun)
+        except Exception as exc:
+            finish(population, 0, f"{type(exc).__name__}: {exc}", begun)
+            if not keep_going:
+                return
+        begun = time.perf_counter()
+
+        def on_wave(wave: Wave, error: BaseException | None) -> None:
+            detail = None if error is None else str(error) if isinstance(error, WaveError) else (
+                f"{type(error).__name__}: {error}")
+            finish(waves[wave.index], 2 + wave.index, detail, begun)
+
+        await self.drive(on_wave)
+        finish(load, 1, None, begun)
+        for i, (outcome, (key, bound)) in enumerate(zip(expects, self.fleet.expect.items(), strict=True)):
+            finish(outcome, 2 + len(waves) + i, self.judge(key, bound), time.perf_counter())
+
+    # -- the outcome --------------------------------------------------------------------------
+    def totals(self) -> dict[str, Any]:
+        keys = ("started", "answered", "failed", "lost")
+        total: dict[str, Any] = {k: sum(getattr(w, k) for w in self.windows) for k in keys}
+        total["answered_fraction"] = total["answered"] / total["started"] if total["started"] else 0.0
+        return total
+
+    def judge(self, key: str, bound: float) -> str | None:
+        """Why the expectation ``key`` does not hold, or None."""
+        got = self.totals()[key]
+        if key == "answered_fraction":
+            return None if got >= bound else f"{got:.4f} of the calls were answered, expected at least {bound:g}"
+        return None if got <= bound else f"{got} calls {key}, expected at most {bound}"
+
+    def report(self) -> dict[str, Any]:
+        pids = sorted({r.pid for r in self.sim.runtimes.values() if getattr(r, "pid", None)})
+        return {**self.summary, "host_processes": len(pids), "host_peak_mib": round(sum(map(_peak_mib, pids)), 1),
+                "windows": [asdict(w) for w in self.windows], "totals": self.totals()}
+
+
+def _peak_mib(pid: int) -> float:
+    """A process's peak resident memory (VmHWM) from /proc; 0 when unknown."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0

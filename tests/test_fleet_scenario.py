@@ -1,0 +1,219 @@
+"""The fleet scenario format: what the loader takes, what it refuses (``file:line: field:
+what``), the wave windows and the ``--hosts`` option. Nothing here starts a runtime."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from joynr_sim.cli import _hosts
+from joynr_sim.scenario import load_scenario
+from joynr_sim.scenario.fleet import MAX_OPS_PER_S, FleetRunner, WaveError, fleet_hosts, wave_steps, windows
+from joynr_sim.scenario.loader import ScenarioError, parse_scenario
+
+FLEET = Path(__file__).resolve().parent.parent / "scenarios" / "fleet"
+
+BASE = """\
+name: f
+reproduces: {seed: s.txt, scenario: x}
+smoke: why
+backends: [gbid1, gbid2]
+fleet:
+  population:
+    cluster_controllers: 4
+    libjoynr_per_cc: 3
+    providers: {per_cc: 1, participant_id: "p-{cc}-{i}"}
+    proxies: {target: "p-{next}-0"}
+  load: {calls_per_second_per_proxy: 2}
+  duration_s: 30
+  waves:
+    - {at_s: 5, restart: {fraction: 0.5, over_s: 10}}
+    - {at_s: 20, crash_broker: {gbid: gbid2, for_s: 5}}
+    - {at_s: 25, duplicate_cc_ids: 2}
+  expect: {lost: 0}
+"""
+
+
+def _load(text: str):
+    return parse_scenario(text, "fleet.yaml")
+
+
+def _refused(text: str) -> str:
+    with pytest.raises(ScenarioError) as info:
+        _load(text)
+    return str(info.value)
+
+
+def test_the_base_loads_with_its_defaults() -> None:
+    s = _load(BASE)
+    f = s.fleet
+    assert s.runtimes == () and s.steps == () and s.checks
+    assert (f.cluster_controllers, f.libjoynr_per_cc, f.providers_per_cc, f.proxies_per_cc) == (4, 3, 1, 2)
+    assert (f.interface, f.domain, f.provider_scope, f.proxy_scope) == (
+        "joynrsim/Echo", "fleet", "GLOBAL", "LOCAL_THEN_GLOBAL")
+    assert (f.method, f.args, f.ttl_ms) == ("echo", ("x",), 10000)
+    assert [w.title for w in f.waves] == [
+        "restart 0.5 of the cluster controllers over 10 s", "crash broker gbid2 for 5 s", "duplicate 2 CC ids"]
+    assert [w.line for w in f.waves] == [14, 15, 16]
+    assert f.target_of(3, 1) == "p-0-0" and f.provider_participant(2, 0) == "p-2-0"
+    assert f.expect == {"lost": 0} and f.expect_lines == {"lost": 17}
+
+
+@pytest.mark.parametrize("path", sorted(FLEET.glob("*.yaml")), ids=lambda p: p.name)
+def test_the_example_fleets_load(path: Path) -> None:
+    s = load_scenario(path)
+    assert s.fleet is not None and (s.guards or s.smoke)
+
+
+def test_the_1000x10000_example_is_the_issue_size() -> None:
+    f = load_scenario(FLEET / "restart-wave-1000x10000.yaml").fleet
+    assert (f.cluster_controllers, f.cluster_controllers * f.libjoynr_per_cc) == (1000, 10000)
+    (wave,) = f.waves
+    assert (wave.restart.fraction, wave.restart.over_s) == (0.5, 30)
+
+
+BAD = [
+    # (replace this, with that, the error: line, field, message)
+    ("cluster_controllers: 4", "cluster_controllers: 0",
+     r"fleet.yaml:7: fleet.population.cluster_controllers: must be at least 1, got 0"),
+    ("cluster_controllers: 4", "cluster_controllers: 10001", r":7: .*cluster_controllers: must be at most 10000"),
+    ("cluster_controllers: 4", "cluster_controllers: 4.0", r":7: .*cluster_controllers: expected an integer"),
+    ("cluster_controllers: 4", "cluster_controllers: 99999999999999999999999", r":7: .*cannot read"),
+    ("cluster_controllers: 4\n    libjoynr_per_cc: 3", "cluster_controllers: 10000\n    libjoynr_per_cc: 10",
+     r":8: fleet.population.libjoynr_per_cc: .* 110000 runtimes; at most 100000"),
+    ("libjoynr_per_cc: 3", "libjoynr_per_cc: 3\n    colour: red",
+     r":9: fleet.population.colour: unknown key for population"),
+    ("duration_s: 30", "duration_s: 30\n  size: 3", r":13: fleet.size: unknown key for fleet"),
+    ("duration_s: 30", "duration_s: 86401", r":12: fleet.duration_s: must be at most 86400"),
+    ("{calls_per_second_per_proxy: 2}", "{calls_per_second_per_proxy: 0}",
+     r":11: fleet.load.calls_per_second_per_proxy: must be at least 0.01"),
+    ("{calls_per_second_per_proxy: 2}", "{calls_per_second_per_proxy: 2, ttl_ms: 600001}",
+     r":11: fleet.load.ttl_ms: must be at most 600000"),
+    ("{calls_per_second_per_proxy: 2}", "{calls_per_second_per_proxy: 2, method: 'a b'}",
+     r":11: fleet.load.method: 'a b' does not match"),
+    ("{per_cc: 1,", "{per_cc: 3,", r":9: fleet.population.providers.per_cc: must be below libjoynr_per_cc \(3\)"),
+    ('"p-{cc}-{i}"', '"p-{cc}-{x}"', r":9: .*participant_id: unknown placeholder \{x\}; choose from \{cc\}, \{i\}"),
+    ('"p-{cc}-{i}"', '"p-{cc}-{}"', r":9: .*participant_id: 'p-\{cc\}-\{\}' is not a pattern"),
+    ('"p-{cc}-{i}"', '"p-{cc}}-{i}"', r":9: .*participant_id: 'p-\{cc\}\}-\{i\}' is not a pattern"),
+    ('"p-{cc}-{i}"', '"p-{i}"', r":9: .*participant_id: gives 'p-0' twice"),
+    ('"p-{next}-0"', '"p-{next}-1"', r":10: fleet.population.proxies.target: gives 'p-1-1' for proxy 0 of cc 0"),
+    ('"p-{next}-0"', '"p-{next"', r":10: .*target: 'p-\{next' does not match|is not a pattern"),
+    ("{at_s: 5, restart", "{at_s: 31, restart", r":14: fleet.waves\[0\].at_s: must be at most|before duration_s"),
+    ("over_s: 10", "over_s: 26", r":14: fleet.waves\[0\].restart.over_s: the wave would end at 31 s"),
+    ("fraction: 0.5", "fraction: 1.5", r":14: fleet.waves\[0\].restart.fraction: must be at most 1"),
+    ("{at_s: 25, dup", "{at_s: 19, dup", r":16: fleet.waves\[2\].at_s: waves come in order of at_s"),
+    ("gbid: gbid2", "gbid: gbid3", r":15: fleet.waves\[1\].crash_broker.gbid: 'gbid3' is not one of the backends"),
+    ("duplicate_cc_ids: 2", "duplicate_cc_ids: 5", r":16: .*duplicate_cc_ids: must be at most cluster_controllers"),
+    ("duplicate_cc_ids: 2}", "duplicate_cc_ids: 2, restart: {fraction: 1}}",
+     r":16: fleet.waves\[2\]: give exactly one of restart, crash_broker, duplicate_cc_ids"),
+    ("{at_s: 25, duplicate_cc_ids: 2}", "{at_s: 25, reboot: 2}", r":16: fleet.waves\[2\].reboot: unknown key"),
+    ("expect: {lost: 0}", "expect: {}", r":17: fleet.expect: give at least one of lost, failed, answered_fraction"),
+    ("expect: {lost: 0}", "expect: {lost: -1}", r":17: fleet.expect.lost: must be at least 0"),
+    ("expect: {lost: 0}", "expect: {answered_fraction: 2}", r":17: .*answered_fraction: must be at most 1"),
+    ("fleet:\n", "gbids: [gbid1]\nfleet:\n", r":5: gbids: unknown key"),
+    ("libjoynr_per_cc: 3", "libjoynr_per_cc: 3\n    gbids: [gbid9]", r":9: fleet.population.gbids: 'gbid9' is not"),
+    ("smoke: why\n", "", r"fleet.yaml:1: \(top\): a fleet scenario says what it guards"),
+    ("backends: [gbid1, gbid2]\n", "backends: [gbid1, gbid2]\nruntimes: []\n",
+     r":5: runtimes: a fleet scenario declares its runtimes and load in fleet:"),
+    ("smoke: why\n", "smoke: why\nguards: [gcd-trust]\n", r":3: smoke: give guards or smoke, not both"),
+    ("backends: [gbid1, gbid2]\n", "backends: [gbid1, gbid2]\nbroker: gbid1=mqtt://h:1\n",
+     r":5: broker: .*gbid2"),
+]
+
+
+@pytest.mark.parametrize("old, new, error", BAD, ids=[b[2][:40] for b in BAD])
+def test_the_loader_refuses(old: str, new: str, error: str) -> None:
+    assert old in BASE
+    message = _refused(BASE.replace(old, new, 1))
+    assert re.search(error, message), message
+
+
+def test_an_ordinary_scenario_still_needs_runtimes_and_steps() -> None:
+    text = BASE.split("fleet:")[0]
+    assert "missing required key 'runtimes'" in _refused(text)
+
+
+def test_windows_run_from_wave_to_wave() -> None:
+    f = _load(BASE).fleet
+    assert [(w.name, w.from_s, w.to_s) for w in windows(f)] == [
+        ("before waves", 0, 5), ("wave 0", 5, 20), ("wave 1", 20, 25), ("wave 2", 25, 30)]
+    at_zero = _load(BASE.replace("{at_s: 5, restart", "{at_s: 0, restart")).fleet
+    assert windows(at_zero)[0].name == "wave 0"
+    kinds = [k for k, _, _ in wave_steps(f)]
+    assert kinds == ["population", "load", "wave", "wave", "wave", "expect"]
+
+
+def test_window_counts_timeouts_as_lost_and_a_dead_op_as_lost_calls() -> None:
+    w = windows(_load(BASE).fleet)[0]
+    w.add(4, {"ok": 1, "failed": {"JoynrTimeoutException": 2, "ProviderRuntimeException": 1}})
+    w.add(3, ConnectionError("host gone"))
+    assert (w.started, w.answered, w.failed, w.lost) == (7, 1, 1, 5)
+    assert w.failed_by == {"JoynrTimeoutException": 2, "ProviderRuntimeException": 1, "op: ConnectionError": 3}
+
+
+@pytest.mark.parametrize("proxies, rate, expected", [
+    (4, 2, (1.0, 2)), (4, 0.3, (1 / 0.3, 1)), (9000, 0.1, (50.0, 5)), (9000, 10, (45.0, 450)), (1, 1000, (1.0, 1000)),
+])
+def test_load_slices_keep_the_rate_and_the_runner_within_its_ops(proxies: int, rate: float, expected) -> None:
+    fleet = _load(BASE.replace("calls_per_second_per_proxy: 2", f"calls_per_second_per_proxy: {rate}")).fleet
+    runner = FleetRunner(fleet, sim=None, trace=None, seed=1)  # type: ignore[arg-type]
+    runner.pairs = [None] * proxies  # type: ignore[list-item]
+    slice_s, calls = runner.slicing()
+    assert slice_s == pytest.approx(expected[0]) and calls == expected[1]
+    assert calls / slice_s == pytest.approx(rate)
+    assert slice_s >= 1 and proxies / slice_s <= MAX_OPS_PER_S
+
+
+def test_hosts_default_to_cores_with_at_most_80_controllers_each(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("os.cpu_count", lambda: 2)
+    f = _load(BASE).fleet
+    assert fleet_hosts(f, None) == fleet_hosts(f, "cores") == 2
+    assert fleet_hosts(f, 7) == 7
+    big = _load(BASE.replace("cluster_controllers: 4", "cluster_controllers: 1000")).fleet
+    assert fleet_hosts(big, "cores") == 13
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "x", "1025", " 2", "２", "1.5"])
+def test_a_bad_hosts_value_is_refused(value: str) -> None:
+    with pytest.raises(ValueError, match=r"--hosts: expected a number from 1 to 1024 or 'cores'"):
+        _hosts(value)
+    assert (_hosts(None), _hosts("cores"), _hosts("1"), _hosts("1024")) == (None, "cores", 1, 1024)
+
+
+def test_run_exits_2_on_a_bad_hosts_value(tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, "-m", "joynr_sim.cli", "run", str(FLEET), "--hosts=0",
+                           "--out", str(tmp_path / "runs")], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2, done
+    assert done.stderr == "joynr-sim run: --hosts: expected a number from 1 to 1024 or 'cores', got '0'\n"
+    assert not (tmp_path / "runs").exists()
+
+
+class _FakeController:
+    """Stands in for a cluster controller's handle: a restart either works or not."""
+
+    def __init__(self, k: int, broken: bool) -> None:
+        self.k, self.broken, self.starts = k, broken, 0
+
+    async def stop(self) -> None:
+        if self.broken:
+            raise TimeoutError("stop: no answer within 60 s")
+
+    async def start(self) -> None:
+        self.starts += 1
+
+
+async def test_a_failed_restart_is_named_and_the_wave_goes_on() -> None:
+    fleet = _load(BASE.replace("fraction: 0.5", "fraction: 1")).fleet
+    runner = FleetRunner(fleet, sim=None, trace=None, seed=1)  # type: ignore[arg-type]
+    runner.ccs = [_FakeController(k, broken=k in (1, 2)) for k in range(4)]
+    t0 = asyncio.get_running_loop().time() - 1000  # every restart's time has come
+    with pytest.raises(WaveError) as info:
+        await runner._restart(fleet.waves[0], t0)
+    assert re.fullmatch(r"restart of cc[12]: TimeoutError: stop: no answer within 60 s \(and 1 more of 4\)",
+                        str(info.value)), info.value
+    assert [c.starts for c in runner.ccs] == [1, 0, 0, 1]
