@@ -72,6 +72,8 @@ def test_defaults_and_helpers():
     assert hopped == JoynrMessage("rq", "f", "t", 10, id=a.id, hops=2)  # every other field kept
     m = JoynrMessage("o", "f", "t", 10, custom_headers=(("k", "v"),))
     assert m.header("k") == "v" and m.header("missing") is None
+    twice = JoynrMessage("o", "f", "t", 10, custom_headers=(("k", "1"), ("j", "2"), ("k", "3")))
+    assert twice.header("k") == "3"  # the last of equal names, as a dict of them says
     assert decode(encode(a)) == a
 
 

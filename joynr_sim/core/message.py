@@ -82,7 +82,12 @@ class JoynrMessage:
         return copy
 
     def header(self, name: str) -> str | None:
-        return dict(self.custom_headers).get(name)
+        # The last of equal names wins, as in a dict of the headers; no dict is built, as
+        # every traced hop asks for the request-reply id.
+        for key, value in reversed(self.custom_headers):
+            if key == name:
+                return value
+        return None
 
 
 # Short keys keep the wire small; msgpack keeps payload bytes as bytes.
