@@ -1,0 +1,45 @@
+"""A cluster controller's MQTT connection runs paho on the asyncio loop: no network thread,
+and a socket numbered above 1024 (which select() cannot watch) works like any other."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+
+from broker_helpers import BrokerFactory
+from joynr_sim.transport.mqtt import MqttConnection, unicast_topic
+
+
+async def test_a_connection_above_descriptor_1024_runs_on_the_loop(mosquitto_brokers: BrokerFactory) -> None:
+    brokers = await mosquitto_brokers(["gbid1"])
+    host, port = brokers.endpoint("gbid1")
+    filler: list[int] = []  # every lower descriptor taken: the connection's socket gets one above 1024
+    try:
+        while not filler or filler[-1] < 1030:
+            filler.append(os.open(os.devnull, os.O_RDONLY))
+        received: asyncio.Queue[tuple[bytes, int]] = asyncio.Queue()
+        published: asyncio.Queue[int] = asyncio.Queue()
+        threads = threading.active_count()
+        conn = MqttConnection(
+            gbid="gbid1", host=host, port=port, client_id="cc-fd", topic="cc-fd",
+            credentials=brokers.credentials("cc-fd"), loop=asyncio.get_running_loop(),
+            on_message=lambda _conn, payload, mid: received.put_nowait((payload, mid)),
+            on_published=lambda _conn, mid: published.put_nowait(mid),
+        )
+        conn.start()
+        try:
+            await conn.wait_connected(10)
+            assert conn._client.socket().fileno() > 1024
+            assert threading.active_count() == threads  # paho runs on this loop
+            mid = conn.publish(unicast_topic("cc-fd"), b"to myself")
+            assert await asyncio.wait_for(published.get(), 10) == mid  # the broker's PUBACK
+            payload, their_mid = await asyncio.wait_for(received.get(), 10)
+            assert payload == b"to myself"
+            conn.ack(their_mid)
+        finally:
+            await conn.stop()
+        assert not conn.connected.is_set()
+    finally:
+        for fd in filler:
+            os.close(fd)
