@@ -74,14 +74,18 @@ class TraceWriter:
         self.runtime_id = runtime_id
         self.kind = kind
         self.clock = clock
-        self._lock = threading.Lock()  # paho callbacks run on their own thread
+        self._lock = threading.Lock()  # an emit may come from outside the loop's thread
         self.batched = batched
         self._lines: list[bytes] = []
         self._flush_handle: asyncio.Handle | None = None
-        self._seq = self._next_seq()
         self._file = open(self.path, "ab")
-        if self._ends_torn():
-            self._write(b"\n")  # a restart after a crash mid-write starts a fresh line
+        self._seq = 0
+        # A new runtime's file is empty: only a restart reads what its predecessor wrote
+        # (every runtime of a fleet's start-up otherwise opened its file three times).
+        if os.fstat(self._file.fileno()).st_size > 0:
+            self._seq = self._next_seq()
+            if self._ends_torn():
+                self._write(b"\n")  # a restart after a crash mid-write starts a fresh line
 
     def _ends_torn(self) -> bool:
         with open(self.path, "rb") as f:
