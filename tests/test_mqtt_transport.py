@@ -43,3 +43,36 @@ async def test_a_connection_above_descriptor_1024_runs_on_the_loop(mosquitto_bro
     finally:
         for fd in filler:
             os.close(fd)
+
+
+async def until(condition, timeout: float = 10.0) -> None:  # noqa: ANN001
+    """Poll a condition on the loop, bounded."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not condition():
+        assert asyncio.get_running_loop().time() < deadline, "condition not met in time"
+        await asyncio.sleep(0.01)
+
+
+async def test_a_dropped_connection_reconnects_and_a_crashed_one_does_not(mosquitto_brokers: BrokerFactory) -> None:
+    brokers = await mosquitto_brokers(["gbid1"])
+    host, port = brokers.endpoint("gbid1")
+    connects: list[bool] = []
+    losses: list[str] = []
+    conn = MqttConnection(
+        gbid="gbid1", host=host, port=port, client_id="cc-drop", topic="cc-drop",
+        credentials=brokers.credentials("cc-drop"), loop=asyncio.get_running_loop(),
+        on_message=lambda *_: None, on_connected=lambda _conn, present: connects.append(present),
+        on_disconnected=lambda c: losses.append(c.connection_id),
+    )
+    conn.start()
+    try:
+        await conn.wait_connected(10)
+        conn.drop()  # as when the broker hands the session to another client
+        await until(lambda: len(connects) == 2)
+        assert losses == [conn.connection_id] and connects == [False, True]  # the session was kept
+        await conn.crash()
+        # Nothing is left to reconnect it: the task that would has ended, the socket is gone.
+        await until(lambda: conn._keeper is not None and conn._keeper.done())
+        assert conn._client.socket() is None and not conn.connected.is_set() and len(connects) == 2
+    finally:
+        await conn.crash()

@@ -186,13 +186,14 @@ class MqttConnection:
         while self._running:
             try:
                 sock = await self._open_socket()
-            except OSError as exc:
-                reason = (os.strerror(exc.errno) if exc.errno else str(exc)) or "connection timed out"
-                self._connect_failed(reason)
-            else:
                 self._had_connack = False
                 self._client.connected_socket = sock
                 self._client.reconnect()  # takes the socket, queues the CONNECT
+            except OSError as exc:
+                self._close_socket()
+                reason = (os.strerror(exc.errno) if exc.errno else str(exc)) or "connection timed out"
+                self._connect_failed(reason)
+            else:
                 await self._closed.wait()
                 if self._had_connack:
                     delay = RECONNECT_MIN_DELAY_S
@@ -321,8 +322,10 @@ class MqttConnection:
         self._client.ack(mid, QOS)
 
     async def stop(self) -> None:
-        """Graceful: DISCONNECT (paho closes the socket once it is written)."""
+        """Graceful: DISCONNECT (paho closes the socket once it is written). Not connected
+        from here on: the disconnect is no loss to report."""
         self._halt()
+        self.connected.clear()
         self._client.disconnect()
         if self._sock is not None:
             try:
