@@ -4,11 +4,13 @@ and a socket numbered above 1024 (which select() cannot watch) works like any ot
 from __future__ import annotations
 
 import asyncio
+import errno
 import os
+import socket
 import threading
 
 from broker_helpers import BrokerFactory
-from joynr_sim.transport.mqtt import MqttConnection, unicast_topic
+from joynr_sim.transport.mqtt import MqttConnection, _connect_failure, unicast_topic
 
 
 async def test_a_connection_above_descriptor_1024_runs_on_the_loop(mosquitto_brokers: BrokerFactory) -> None:
@@ -76,3 +78,11 @@ async def test_a_dropped_connection_reconnects_and_a_crashed_one_does_not(mosqui
         assert conn._client.socket() is None and not conn.connected.is_set() and len(connects) == 2
     finally:
         await conn.crash()
+
+
+def test_a_failed_connect_is_named_as_the_socket_layer_names_it() -> None:
+    refused = OSError(errno.ECONNREFUSED, "Connect call failed ('127.0.0.1', 1)")  # asyncio's wording
+    assert _connect_failure(refused) == "Connection refused"
+    assert _connect_failure(socket.gaierror(socket.EAI_NONAME, "Name or service not known")) == (
+        "Name or service not known")
+    assert _connect_failure(TimeoutError()) == "connection timed out"

@@ -57,6 +57,14 @@ class MqttConnectError(ConnectionError):
         self.gbid, self.host, self.port, self.reason = gbid, host, port, reason
 
 
+def _connect_failure(exc: OSError) -> str:
+    """Why a connect failed, as socket.create_connection would say it ("Connection refused"):
+    asyncio's own message names the address, which MqttConnectError already does."""
+    if isinstance(exc, socket.gaierror) or not exc.errno:
+        return exc.strerror or str(exc) or "connection timed out"
+    return os.strerror(exc.errno)
+
+
 class _LoopClient(paho.Client):
     """paho's client with a socket the asyncio loop connected: paho's own connect is a
     blocking ``socket.create_connection``, which would stall every runtime of the loop."""
@@ -190,9 +198,11 @@ class MqttConnection:
                 self._client.connected_socket = sock
                 self._client.reconnect()  # takes the socket, queues the CONNECT
             except OSError as exc:
+                unused, self._client.connected_socket = self._client.connected_socket, None
+                if unused is not None:
+                    unused.close()
                 self._close_socket()
-                reason = (os.strerror(exc.errno) if exc.errno else str(exc)) or "connection timed out"
-                self._connect_failed(reason)
+                self._connect_failed(_connect_failure(exc))
             else:
                 await self._closed.wait()
                 if self._had_connack:
