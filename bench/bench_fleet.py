@@ -3,7 +3,7 @@ QoS 1 round-trip capacity measured in the same run with paho clients on as many 
 
 Layout: N cluster controllers on one Mosquitto (no fault proxies), placed one host
 process per core (``Simulation(hosts="cores")``; more when a host would hold over 80
-cluster controllers, the most paho's select() loop can serve in one process), each with M/N libjoynr runtimes
+cluster controllers, the size measured so far), each with M/N libjoynr runtimes
 in its host: the first provides ``joynrsim/Echo`` as ``echo-<k>``, the others each hold a
 proxy of the next cluster controller's provider (``echo-<k+1>``, a provisioned MQTT
 route), so every call crosses the broker twice (request and reply). Each consumer drives
@@ -165,8 +165,9 @@ def paho_capacity(sim: Simulation, processes: int, seconds: float) -> float:
 
 async def _fleet(ccs: int, apps: int, calls_per_consumer: int) -> dict[str, Any]:
     # One host per core (Simulation(hosts="cores")), but at most CCS_PER_HOST cluster
-    # controllers in one: paho's network thread waits in select(), which cannot watch a
-    # socket numbered above 1024, and each cluster controller holds about ten descriptors.
+    # controllers in one: the size measured so far. (It was a hard limit while paho ran a
+    # select() thread per connection, which cannot watch a socket numbered above 1024;
+    # paho now runs on the host's loop.)
     hosts = max(os.cpu_count() or 1, -(-ccs // CCS_PER_HOST))
     per_cc = apps // ccs
     with tempfile.TemporaryDirectory() as tmp:

@@ -23,12 +23,24 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from trace_schema import EVENTS, SCHEMA_VERSION
 
 from .core.address import describe, type_name
 from .core.routing import RoutingDecision, RoutingEntry
 
 _ENCODER = json.JSONEncoder(separators=(",", ":"))  # made once: json.dumps makes one per call
+
+
+def encode_line(event: dict[str, Any]) -> bytes:
+    """One NDJSON line. orjson writes it several times faster than json (trace lines were
+    a tenth of a request/reply's CPU); what orjson refuses (a lone surrogate, an int over
+    64 bits, a key that is no string) gets json's encoding, so no event is lost."""
+    try:
+        return orjson.dumps(event, option=orjson.OPT_APPEND_NEWLINE)
+    except orjson.JSONEncodeError:
+        return (_ENCODER.encode(event) + "\n").encode("ascii")
 
 
 def entry_record(entry: RoutingEntry | None) -> dict[str, Any] | None:
@@ -62,14 +74,18 @@ class TraceWriter:
         self.runtime_id = runtime_id
         self.kind = kind
         self.clock = clock
-        self._lock = threading.Lock()  # paho callbacks run on their own thread
+        self._lock = threading.Lock()  # an emit may come from outside the loop's thread
         self.batched = batched
-        self._lines: list[str] = []
+        self._lines: list[bytes] = []
         self._flush_handle: asyncio.Handle | None = None
-        self._seq = self._next_seq()
-        self._file = open(self.path, "a", encoding="utf-8", buffering=1)
-        if self._ends_torn():
-            self._file.write("\n")  # a restart after a crash mid-write starts a fresh line
+        self._file = open(self.path, "ab")
+        self._seq = 0
+        # A new runtime's file is empty: only a restart reads what its predecessor wrote
+        # (every runtime of a fleet's start-up otherwise opened its file three times).
+        if os.fstat(self._file.fileno()).st_size > 0:
+            self._seq = self._next_seq()
+            if self._ends_torn():
+                self._write(b"\n")  # a restart after a crash mid-write starts a fresh line
 
     def _ends_torn(self) -> bool:
         with open(self.path, "rb") as f:
@@ -101,12 +117,12 @@ class TraceWriter:
                 **fields,
             }
             self._seq += 1
-            line = _ENCODER.encode(event) + "\n"
+            line = encode_line(event)
             loop = self._loop() if self.batched else None
             if loop is None:
                 if self._lines:  # what this turn collected goes first
                     self._write_lines()
-                self._file.write(line)
+                self._write(line)
             else:
                 self._lines.append(line)
                 if self._flush_handle is None:
@@ -131,7 +147,12 @@ class TraceWriter:
 
     def _write_lines(self) -> None:
         lines, self._lines = self._lines, []
-        self._file.write("".join(lines))
+        self._write(b"".join(lines))
+
+    def _write(self, data: bytes) -> None:
+        """To the operating system before returning, as a line-buffered text file did."""
+        self._file.write(data)
+        self._file.flush()
 
     def routing_listener(self, decision: RoutingDecision) -> None:
         """Subscribe to a RoutingTable: every decision becomes an rt.* event."""

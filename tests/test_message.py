@@ -16,12 +16,13 @@ from joynr_sim.core.address import (
     WebSocketClientAddress,
     to_json,
 )
-from joynr_sim.core.limits import WireLimits
+from joynr_sim.core.limits import WireLimits, check_text
 from joynr_sim.core.message import (
     MESSAGE_TYPES,
     InvalidMessage,
     JoynrMessage,
     MessageDecodeError,
+    _plain,
     decode,
     encode,
 )
@@ -68,8 +69,11 @@ def test_defaults_and_helpers():
     assert a.effort == "NORMAL" and a.custom_headers == () and a.hops == 0
     hopped = a.with_hop().with_hop()
     assert hopped.hops == 2 and a.hops == 0 and hopped.id == a.id
+    assert hopped == JoynrMessage("rq", "f", "t", 10, id=a.id, hops=2)  # every other field kept
     m = JoynrMessage("o", "f", "t", 10, custom_headers=(("k", "v"),))
     assert m.header("k") == "v" and m.header("missing") is None
+    twice = JoynrMessage("o", "f", "t", 10, custom_headers=(("k", "1"), ("j", "2"), ("k", "3")))
+    assert twice.header("k") == "3"  # the last of equal names, as a dict of them says
     assert decode(encode(a)) == a
 
 
@@ -250,6 +254,11 @@ HOSTILE = [
     ("forged hop counter", frame(h=10**6), "h"),
     ("too many headers", frame(ch=[["k", "v"]] * 33), "ch"),
     ("empty header name", frame(ch=[["", "v"]]), "ch[0].name"),
+    ("DEL in the sender", frame(f="a\x7fb"), "f"),
+    ("escape in the recipient", frame(to="a\x1bb"), "to"),
+    ("id of 201 bytes, non-ASCII", frame(id="\u00e9" * 100 + "i"), "id"),
+    ("control character in a header value", frame(ch=[["k", "a\x07b"]]), "ch[0].value"),
+    ("header value over its limit", frame(ch=[["k", "v" * 4097]]), "ch[0].value"),
     ("reply-to topic with #", frame(rt=f'{{"_typeName": "{MQTT}", "brokerUri": "g", "topic": "#"}}'), "rt.topic"),
     ("reply-to topic with +", frame(rt=f'{{"_typeName": "{MQTT}", "brokerUri": "g", "topic": "a/+/b"}}'),
      "rt.topic"),
@@ -270,6 +279,27 @@ def test_hostile_values_are_invalid_messages_naming_the_field(data, field):
         decode(data)
     assert info.value.field == field and info.value.reason == "invalid-message"
     assert len(str(info.value)) < 300  # a hostile value never floods a trace line
+
+
+@given(st.text(max_size=220))
+def test_the_quick_text_check_accepts_only_what_the_full_check_accepts(text):
+    """decode skips check_text for plain ASCII ids and header values: that shortcut may
+    never let through what the full check refuses."""
+    if _plain(text, 200):
+        assert check_text(text, "x", 200) == text
+
+
+def test_non_ascii_ids_and_header_values_are_still_accepted():
+    msg = JoynrMessage("rq", "caf\u00e9", "\u00fcber", 10, custom_headers=(("k\u00e9", "v\u00e9"),))
+    assert decode(encode(msg)) == msg
+
+
+def test_a_refused_reply_to_is_refused_every_time():
+    """Reply addresses are cached once parsed and checked; a refusal never is."""
+    bad = frame(rt=f'{{"_typeName": "{MQTT}", "brokerUri": "g", "topic": "#"}}')
+    for _ in range(2):
+        with pytest.raises(InvalidMessage):
+            decode(bad)
 
 
 def test_a_frame_over_the_size_limit_is_refused_before_it_is_parsed():

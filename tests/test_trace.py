@@ -56,6 +56,19 @@ def test_a_torn_last_line_is_skipped_and_a_restart_continues_the_sequence(tmp_pa
     assert [e["seq"] for e in read_run(tmp_path)] == [0, 1, 2, 3]
 
 
+def test_every_value_is_written_even_those_the_fast_encoder_refuses(tmp_path):
+    """Lines are encoded by orjson; a lone surrogate (from a hostile frame's repr) or an
+    int over 64 bits still makes a line, through json, and nothing is dropped."""
+    writer = TraceWriter(tmp_path, "r", "cc1", "cluster-controller", clock=lambda: 5)
+    values = ["caf\u00e9", "lone \ud800 surrogate", 2**70, [1, "x", None, True], {"k": 1.5}]
+    for value in values:
+        writer.emit("msg.drop", msg=None, reason="decode-error", detail=value)
+    writer.close()
+    events = list(read_events(tmp_path / "trace" / "cc1.ndjson"))
+    assert [e["detail"] for e in events] == values
+    assert [e["seq"] for e in events] == [0, 1, 2, 3, 4]
+
+
 def test_an_unknown_event_name_is_refused(tmp_path):
     writer = TraceWriter(tmp_path, "r", "x", "libjoynr", clock=lambda: 0)
     with pytest.raises(ValueError, match="msg.lost"):

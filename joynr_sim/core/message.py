@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 import msgpack
@@ -73,14 +74,43 @@ class JoynrMessage:
     hops: int = 0
 
     def with_hop(self) -> JoynrMessage:
-        return replace(self, hops=self.hops + 1)
+        # A copy of the fields, not dataclasses.replace: every hop of every message makes
+        # one, and replace re-runs __init__ through the frozen __setattr__ of each field.
+        copy = object.__new__(JoynrMessage)
+        copy.__dict__.update(self.__dict__)
+        copy.__dict__["hops"] = self.hops + 1
+        return copy
 
     def header(self, name: str) -> str | None:
-        return dict(self.custom_headers).get(name)
+        # The last of equal names wins, as in a dict of the headers; no dict is built, as
+        # every traced hop asks for the request-reply id.
+        for key, value in reversed(self.custom_headers):
+            if key == name:
+                return value
+        return None
 
 
 # Short keys keep the wire small; msgpack keeps payload bytes as bytes.
 _KEYS = ("v", "t", "id", "f", "to", "rt", "ex", "ef", "ch", "h", "pl")
+
+
+# A runtime sends to few reply addresses, each in every request it forwards: their JSON and,
+# for those that came in, their parsed and checked form are kept (bounded: a hostile peer
+# sending ever new ones only evicts).
+_reply_to_json = lru_cache(maxsize=1024)(to_json)
+
+
+@lru_cache(maxsize=1024)
+def _reply_to_address(text: str, limits: WireLimits) -> Address:
+    """A replyTo from the wire, parsed and checked; raises InvalidField (never cached)."""
+    if len(text) > limits.max_text_bytes * 4:
+        raise InvalidField("rt", f"{len(text)} characters of replyTo")
+    try:
+        address = from_json(text)
+    except AddressError as exc:
+        raise InvalidField(f"rt.{exc.field}", str(exc)) from None
+    check_address(address, "rt", limits)
+    return address
 
 
 def encode(msg: JoynrMessage) -> bytes:
@@ -91,7 +121,7 @@ def encode(msg: JoynrMessage) -> bytes:
             msg.id,
             msg.sender,
             msg.recipient,
-            to_json(msg.reply_to) if msg.reply_to is not None else None,
+            _reply_to_json(msg.reply_to) if msg.reply_to is not None else None,
             msg.expiry_date_ms,
             msg.effort,
             [list(kv) for kv in msg.custom_headers],
@@ -106,6 +136,13 @@ def _expect(value: Any, kind: type | tuple[type, ...], name: str) -> Any:
     if not isinstance(value, kind) or (isinstance(value, bool) and kind is int):
         raise MessageDecodeError(name, f"unexpected value {preview(value)}")
     return value
+
+
+def _plain(text: str, max_bytes: int) -> bool:
+    """The common case of a text check_text accepts, decided without its work: 1 to
+    max_bytes ASCII characters, none a control character (for ASCII, ``isprintable`` is
+    false exactly for those). Anything else gets the full check and its error."""
+    return 0 < len(text) <= max_bytes and text.isascii() and text.isprintable()
 
 
 def decode(data: bytes, limits: WireLimits = DEFAULT_LIMITS) -> JoynrMessage:
@@ -137,9 +174,10 @@ def decode(data: bytes, limits: WireLimits = DEFAULT_LIMITS) -> JoynrMessage:
     if reply_to is not None:
         _expect(reply_to, str, "rt")
     try:
-        check_id(mid, "id", limits)
-        check_id(sender, "f", limits)
-        check_id(recipient, "to", limits)
+        max_id = limits.max_id_bytes
+        for value, name in ((mid, "id"), (sender, "f"), (recipient, "to")):
+            if not _plain(value, max_id):
+                check_id(value, name, limits)
         check_int(expiry, "ex", 0, limits.max_expiry_ms)
         check_int(hops, "h", 0, limits.max_hop_counter)
         if len(headers) > limits.max_headers:
@@ -148,18 +186,12 @@ def decode(data: bytes, limits: WireLimits = DEFAULT_LIMITS) -> JoynrMessage:
         for n, kv in enumerate(headers):
             if not (isinstance(kv, list) and len(kv) == 2 and all(isinstance(x, str) for x in kv)):
                 raise InvalidField(f"ch[{n}]", f"custom header must be [name, value], got {preview(kv)}")
-            check_id(kv[0], f"ch[{n}].name", limits)
-            check_text(kv[1], f"ch[{n}].value", limits.max_header_bytes, empty=True)
+            if not _plain(kv[0], max_id):
+                check_id(kv[0], f"ch[{n}].name", limits)
+            if kv[1] and not _plain(kv[1], limits.max_header_bytes):
+                check_text(kv[1], f"ch[{n}].value", limits.max_header_bytes, empty=True)
             custom.append((kv[0], kv[1]))
-        address = None
-        if reply_to is not None:
-            if len(reply_to) > limits.max_text_bytes * 4:
-                raise InvalidField("rt", f"{len(reply_to)} characters of replyTo")
-            try:
-                address = from_json(reply_to)
-            except AddressError as exc:
-                raise InvalidField(f"rt.{exc.field}", str(exc)) from None
-            check_address(address, "rt", limits)
+        address = None if reply_to is None else _reply_to_address(reply_to, limits)
     except InvalidField as exc:
         raise InvalidMessage(exc.field, str(exc)) from None
     return JoynrMessage(

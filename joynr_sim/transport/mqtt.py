@@ -2,16 +2,26 @@
 
 QoS 1 on a persistent session (clean_session false); the client subscribes to its own
 topic on every CONNACK (a broker that lost the session must learn it again) and unicast
-goes to ``<topic>/low``. paho runs its network loop in its own thread; every callback is
-handed over to the asyncio loop, so the runtime only ever runs on the loop.
+goes to ``<topic>/low``.
+
+paho runs on the asyncio loop, through its external-loop interface (``loop_read`` when
+the socket is readable, ``loop_write`` when it has something to send, ``loop_misc`` for
+the keepalive), not in a network thread of its own: the profile of a request/reply showed
+a quarter of its CPU in paho's threads and in handing each packet between thread and
+loop, and a thread per connection waits in ``select()``, which cannot watch a socket
+numbered above 1024. The loop connects the socket (paho's own connect blocks) and
+reconnects after a lost connection, with paho's backoff. What one turn of the loop
+queues (publishes, PUBACKs) goes out in one write at the turn's end, after the group
+commit that turn scheduled first. Every callback is handed on to the loop with
+``call_soon``, so the runtime never runs inside paho.
 """
 
 from __future__ import annotations
 
 import asyncio
 import itertools
+import os
 import socket
-import sys
 from collections.abc import Callable
 
 import paho.mqtt.client as paho
@@ -19,6 +29,9 @@ from paho.mqtt.enums import CallbackAPIVersion, MQTTErrorCode
 
 QOS = 1
 _conn_ids = itertools.count(1)
+CONNECT_TIMEOUT_S = 5  # paho's own connect timeout
+RECONNECT_MIN_DELAY_S, RECONNECT_MAX_DELAY_S = 0.05, 1.0
+MISC_INTERVAL_S = 1.0  # how often paho checks the keepalive
 
 
 # joynr's multicast topic prefix (joynr.messaging.mqtt.topicprefix.multicast), the one the
@@ -42,6 +55,27 @@ class MqttConnectError(ConnectionError):
     def __init__(self, gbid: str, host: str, port: int, reason: str) -> None:
         super().__init__(f"gbid {gbid!r}: cannot connect to MQTT broker {host}:{port}: {reason}")
         self.gbid, self.host, self.port, self.reason = gbid, host, port, reason
+
+
+def _connect_failure(exc: OSError) -> str:
+    """Why a connect failed, as socket.create_connection would say it ("Connection refused"):
+    asyncio's own message names the address, which MqttConnectError already does."""
+    if isinstance(exc, socket.gaierror) or not exc.errno:
+        return exc.strerror or str(exc) or "connection timed out"
+    return os.strerror(exc.errno)
+
+
+class _LoopClient(paho.Client):
+    """paho's client with a socket the asyncio loop connected: paho's own connect is a
+    blocking ``socket.create_connection``, which would stall every runtime of the loop."""
+
+    connected_socket: socket.socket | None = None
+
+    def _create_socket_connection(self) -> socket.socket:
+        sock, self.connected_socket = self.connected_socket, None
+        if sock is None:
+            raise ConnectionError("no connected socket")  # reconnect() is only called with one
+        return sock
 
 
 class MqttConnection:
@@ -75,7 +109,7 @@ class MqttConnection:
         # Why the last attempt to connect failed, until one succeeds.
         self._failure: str | None = None
         self._failed = asyncio.Event()
-        client = paho.Client(
+        client = _LoopClient(
             CallbackAPIVersion.VERSION2,
             client_id=client_id,
             clean_session=False,
@@ -87,9 +121,7 @@ class MqttConnection:
             client.username_pw_set(*credentials)
         client.max_queued_messages_set(0)  # never drop what the runtime hands over
         client.max_inflight_messages_set(100)
-        client.reconnect_delay_set(min_delay=0.05, max_delay=1)  # type: ignore[arg-type]
         client.on_connect = self._paho_connect
-        client.on_connect_fail = self._paho_connect_fail
         client.on_disconnect = self._paho_disconnect
         client.on_message = self._paho_message
         client.on_publish = self._paho_published
@@ -99,19 +131,110 @@ class MqttConnection:
         self.multicast_filters: set[str] = set()
         self._connect_subscription: int | None = None
         client.on_socket_open = self._paho_socket_open
+        client.on_socket_close = self._paho_socket_close
+        client.on_socket_register_write = self._paho_want_write
+        client.on_socket_unregister_write = self._paho_wrote
         self._client = client
+        self._running = False  # connect, and reconnect after a loss, until stop or crash
+        self._keeper: asyncio.Task | None = None
+        self._sock: socket.socket | None = None
+        self._closed = asyncio.Event()  # the current socket is gone
+        self._write_scheduled = False
+        self._writer = False  # waiting for the socket to take more
+        self._misc: asyncio.TimerHandle | None = None
+        self._had_connack = False
 
-    # -- paho thread -> asyncio loop -------------------------------------------------
-    @staticmethod
-    def _paho_socket_open(client, userdata, sock) -> None:
-        # Small request/reply frames otherwise wait for the peer's delayed ACK (~40 ms).
-        if isinstance(sock, socket.socket):
+    # -- paho on the asyncio loop ----------------------------------------------------
+    def _paho_socket_open(self, client, userdata, sock) -> None:
+        self._sock = sock
+        self._closed.clear()
+        self._loop.add_reader(sock, self._readable)
+
+    def _paho_socket_close(self, client, userdata, sock) -> None:
+        self._loop.remove_reader(sock)
+        if self._writer:
+            self._writer = False
+            self._loop.remove_writer(sock)
+        if self._sock is sock:
+            self._sock = None
+        self._closed.set()
+
+    def _paho_want_write(self, client, userdata, sock) -> None:
+        # Once per turn: what the turn queues after this goes out in the same write.
+        if not self._write_scheduled:
+            self._write_scheduled = True
+            self._loop.call_soon(self._write)
+
+    def _paho_wrote(self, client, userdata, sock) -> None:
+        if self._writer:
+            self._writer = False
+            self._loop.remove_writer(sock)
+
+    def _write(self) -> None:
+        self._write_scheduled = False
+        sock = self._sock
+        if sock is None:
+            return
+        self._client.loop_write()
+        if self._sock is sock and self._client.want_write() and not self._writer:
+            self._writer = True  # the socket's buffer is full: go on when it drains
+            self._loop.add_writer(sock, self._write)
+
+    def _readable(self) -> None:
+        self._client.loop_read()
+
+    def _tick(self) -> None:
+        self._client.loop_misc()
+        self._misc = self._loop.call_later(MISC_INTERVAL_S, self._tick) if self._running else None
+
+    async def _keep_connected(self) -> None:
+        """Connect; after a lost connection, connect again after paho's backoff (reset by a
+        CONNACK), until stopped."""
+        delay = RECONNECT_MIN_DELAY_S
+        while self._running:
+            try:
+                sock = await self._open_socket()
+                self._had_connack = False
+                self._client.connected_socket = sock
+                self._client.reconnect()  # takes the socket, queues the CONNECT
+            except OSError as exc:
+                unused, self._client.connected_socket = self._client.connected_socket, None
+                if unused is not None:
+                    unused.close()
+                self._close_socket()
+                self._connect_failed(_connect_failure(exc))
+            else:
+                await self._closed.wait()
+                if self._had_connack:
+                    delay = RECONNECT_MIN_DELAY_S
+            if not self._running:
+                return
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, RECONNECT_MAX_DELAY_S)
+
+    async def _open_socket(self) -> socket.socket:
+        try:  # an IP address needs no resolver (whose lookups run in a thread)
+            infos = socket.getaddrinfo(self.host, self.port, type=socket.SOCK_STREAM, flags=socket.AI_NUMERICHOST)
+        except socket.gaierror:
+            infos = await self._loop.getaddrinfo(self.host, self.port, type=socket.SOCK_STREAM)
+        family, type_, proto, _, address = infos[0]
+        sock = socket.socket(family, type_, proto)
+        try:
+            sock.setblocking(False)
+            # Small request/reply frames otherwise wait for the peer's delayed ACK (~40 ms).
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            async with asyncio.timeout(CONNECT_TIMEOUT_S):
+                await self._loop.sock_connect(sock, address)
+        except BaseException:
+            sock.close()
+            raise
+        return sock
 
     def _paho_connect(self, client, userdata, flags, reason_code, properties) -> None:
         if reason_code.is_failure:
-            self._loop.call_soon_threadsafe(self._connect_failed, f"the broker refused the CONNECT: {reason_code}")
+            self._loop.call_soon(self._connect_failed, f"the broker refused the CONNECT: {reason_code}")
             return
+        self._had_connack = True
         self._session_present = bool(flags.session_present)
         topics = [(f"{self.topic}/#", QOS), *((t, QOS) for t in sorted(self.multicast_filters))]
         _rc, self._connect_subscription = client.subscribe(topics)
@@ -123,18 +246,12 @@ class MqttConnection:
         # but deaf: fail the connection instead, naming why.
         refused = [code for code in reason_codes if code.is_failure]
         if refused:
-            self._loop.call_soon_threadsafe(
+            self._loop.call_soon(
                 self._connect_failed, f"the broker refused the subscription to {self.topic}/#: {refused[0]}"
             )
             return
         # Connected means subscribed: nothing published to us from now on is lost.
-        self._loop.call_soon_threadsafe(self._connected, self._session_present)
-
-    def _paho_connect_fail(self, client, userdata) -> None:
-        # paho calls this from the handler of the OSError its connect raised.
-        exc = sys.exc_info()[1]
-        reason = (exc.strerror or str(exc)) if isinstance(exc, OSError) else "connection failed"
-        self._loop.call_soon_threadsafe(self._connect_failed, reason)
+        self._loop.call_soon(self._connected, self._session_present)
 
     def _connect_failed(self, reason: str) -> None:
         self._failure = reason
@@ -148,7 +265,7 @@ class MqttConnection:
 
     def _paho_disconnect(self, client, userdata, flags, reason_code, properties) -> None:
         try:
-            self._loop.call_soon_threadsafe(self._disconnected)
+            self._loop.call_soon(self._disconnected)
         except RuntimeError:  # the owner's loop is closed (an interrupted run): nobody to tell
             pass
 
@@ -158,15 +275,25 @@ class MqttConnection:
             self._on_disconnected(self)
 
     def _paho_message(self, client, userdata, message) -> None:
-        self._loop.call_soon_threadsafe(self._on_message, self, bytes(message.payload), message.mid)
+        self._loop.call_soon(self._on_message, self, bytes(message.payload), message.mid)
 
     def _paho_published(self, client, userdata, mid, reason_code, properties) -> None:
-        self._loop.call_soon_threadsafe(self._on_published, self, mid)
+        self._loop.call_soon(self._on_published, self, mid)
 
     # -- lifecycle -------------------------------------------------------------------
     def start(self) -> None:
-        self._client.connect_async(self.host, self.port, keepalive=10)
-        self._client.loop_start()
+        self._client.connect_async(self.host, self.port, keepalive=10)  # connects nothing yet
+        self._running = True
+        self._keeper = self._loop.create_task(self._keep_connected())
+        self._misc = self._loop.call_later(MISC_INTERVAL_S, self._tick)
+
+    def _halt(self) -> None:
+        self._running = False
+        if self._keeper is not None:
+            self._keeper.cancel()
+        if self._misc is not None:
+            self._misc.cancel()
+            self._misc = None
 
     async def wait_connected(self, timeout_s: float) -> None:
         """Until connected and subscribed; raises MqttConnectError as soon as an attempt
@@ -205,10 +332,27 @@ class MqttConnection:
         self._client.ack(mid, QOS)
 
     async def stop(self) -> None:
-        """Graceful: DISCONNECT, then let the network thread end."""
-        self._client.disconnect()
-        await asyncio.to_thread(self._client.loop_stop)
+        """Graceful: DISCONNECT (paho closes the socket once it is written). Not connected
+        from here on: the disconnect is no loss to report."""
+        self._halt()
         self.connected.clear()
+        self._client.disconnect()
+        if self._sock is not None:
+            try:
+                async with asyncio.timeout(CONNECT_TIMEOUT_S):
+                    await self._closed.wait()
+            except TimeoutError:
+                self._close_socket()
+        self.connected.clear()
+
+    def _close_socket(self) -> None:
+        sock = self._sock
+        if sock is not None:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            self._client._sock_close()  # paho has no public abort; calls _paho_socket_close
 
     def drop(self) -> None:
         """Lose the connection (as when a broker hands the session to another client);
@@ -221,15 +365,8 @@ class MqttConnection:
                 pass
 
     async def crash(self) -> None:
-        """Abrupt: the socket goes away with no DISCONNECT; the broker keeps the session."""
-        # Tell the network thread to end before it sees the dead socket, so it does not
-        # reconnect in between (paho has no public abort).
-        self._client._thread_terminate = True
-        sock = self._client.socket()
-        if sock is not None:
-            try:
-                sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-        await asyncio.to_thread(self._client.loop_stop)
+        """Abrupt: the socket goes away with no DISCONNECT; the broker keeps the session,
+        and nothing reconnects."""
+        self._halt()
+        self._close_socket()
         self.connected.clear()
