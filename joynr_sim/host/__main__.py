@@ -123,7 +123,8 @@ def run(control_fd: int, query_fd: int) -> NoReturn:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     code = asyncio.run(serve(control_fd, query_fd))
     sys.stderr.flush()
-    # Not a normal exit: paho's threads of a runtime that was not stopped must not keep it alive.
+    # Not a normal exit: what the runtimes hold (sockets, files) is the kernel's to close, and
+    # no interpreter shutdown may run code of a runtime that was not stopped.
     os._exit(code)
 
 
