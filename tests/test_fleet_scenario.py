@@ -8,10 +8,13 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from joynr_sim.cli import _hosts
+from joynr_sim.core.address import WebSocketClientAddress
+from joynr_sim.core.routing import RoutingEntry
 from joynr_sim.scenario import load_scenario
 from joynr_sim.scenario.fleet import MAX_OPS_PER_S, FleetRunner, WaveError, fleet_hosts, wave_steps, windows
 from joynr_sim.scenario.loader import ScenarioError, parse_scenario
@@ -74,7 +77,7 @@ def test_the_1000x10000_example_is_the_issue_size() -> None:
     f = load_scenario(FLEET / "restart-wave-1000x10000.yaml").fleet
     assert (f.cluster_controllers, f.cluster_controllers * f.libjoynr_per_cc) == (1000, 10000)
     (wave,) = f.waves
-    assert (wave.restart.fraction, wave.restart.over_s) == (0.5, 30)
+    assert (wave.restart.fraction, wave.restart.over_s, wave.restart.register_providers) == (0.5, 30, True)
 
 
 BAD = [
@@ -106,6 +109,8 @@ BAD = [
     ("{at_s: 5, restart", "{at_s: 31, restart", r":14: fleet.waves\[0\].at_s: must be at most|before duration_s"),
     ("over_s: 10", "over_s: 26", r":14: fleet.waves\[0\].restart.over_s: the wave would end at 31 s"),
     ("fraction: 0.5", "fraction: 1.5", r":14: fleet.waves\[0\].restart.fraction: must be at most 1"),
+    ("over_s: 10}", "over_s: 10, register_providers: 'no'}",
+     r":14: fleet.waves\[0\].restart.register_providers: expected true or false, got 'no'"),
     ("{at_s: 25, dup", "{at_s: 19, dup", r":16: fleet.waves\[2\].at_s: waves come in order of at_s"),
     ("gbid: gbid2", "gbid: gbid3", r":15: fleet.waves\[1\].crash_broker.gbid: 'gbid3' is not one of the backends"),
     ("duplicate_cc_ids: 2", "duplicate_cc_ids: 5", r":16: .*duplicate_cc_ids: must be at most cluster_controllers"),
@@ -193,11 +198,25 @@ def test_run_exits_2_on_a_bad_hosts_value(tmp_path: Path) -> None:
     assert not (tmp_path / "runs").exists()
 
 
+class _FakeTable:
+    """A restarted controller's routing table: its runtimes' participants come back (as
+    WebSocketClient routes) after ``polls`` lookups, or never."""
+
+    def __init__(self, polls: int | None) -> None:
+        self.polls, self.lookups = polls, 0
+
+    def lookup(self, participant_id: str) -> RoutingEntry | None:
+        self.lookups += 1
+        if self.polls is None or self.lookups <= self.polls:
+            return None
+        return RoutingEntry(WebSocketClientAddress(participant_id.split("-")[1]), False, 0)
+
+
 class _FakeController:
     """Stands in for a cluster controller's handle: a restart either works or not."""
 
-    def __init__(self, k: int, broken: bool) -> None:
-        self.k, self.broken, self.starts = k, broken, 0
+    def __init__(self, k: int, broken: bool, polls: int | None = 0) -> None:
+        self.k, self.broken, self.starts, self.table = k, broken, 0, _FakeTable(polls)
 
     async def stop(self) -> None:
         if self.broken:
@@ -207,13 +226,68 @@ class _FakeController:
         self.starts += 1
 
 
+class _FakeApp:
+    """A libjoynr runtime's handle: what it registered, and what its controller's table
+    had announced by then."""
+
+    def __init__(self, cc: _FakeController) -> None:
+        self.cc, self.registered = cc, []
+
+    async def register_provider(self, domain, interface, implementation, *, participant_id, scope) -> None:
+        self.registered.append((participant_id, scope, self.cc.table.lookups))
+
+
+def _restarting(fleet, polls: int | None = 0, broken=()) -> FleetRunner:
+    runner = FleetRunner(fleet, sim=None, trace=None, seed=1)  # type: ignore[arg-type]
+    runner.ccs = [_FakeController(k, broken=k in broken, polls=polls) for k in range(fleet.cluster_controllers)]
+    runner.by_cc = [[_FakeApp(cc) for _ in range(fleet.libjoynr_per_cc)] for cc in runner.ccs]
+    runner.pairs = [(None, SimpleNamespace(participant_id=f"px-{k}-{i}"))
+                    for k in range(fleet.cluster_controllers) for i in range(fleet.proxies_per_cc)]
+    return runner
+
+
 async def test_a_failed_restart_is_named_and_the_wave_goes_on() -> None:
     fleet = _load(BASE.replace("fraction: 0.5", "fraction: 1")).fleet
-    runner = FleetRunner(fleet, sim=None, trace=None, seed=1)  # type: ignore[arg-type]
-    runner.ccs = [_FakeController(k, broken=k in (1, 2)) for k in range(4)]
+    runner = _restarting(fleet, broken=(1, 2))
     t0 = asyncio.get_running_loop().time() - 1000  # every restart's time has come
     with pytest.raises(WaveError) as info:
         await runner._restart(fleet.waves[0], t0)
     assert re.fullmatch(r"restart of cc[12]: TimeoutError: stop: no answer within 60 s \(and 1 more of 4\)",
                         str(info.value)), info.value
     assert [c.starts for c in runner.ccs] == [1, 0, 0, 1]
+
+
+async def test_a_restarted_controllers_providers_register_again_once_its_runtimes_reconnected(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("joynr_sim.scenario.fleet.RECONNECT_POLL_S", 0)
+    fleet = _load(BASE.replace("fraction: 0.5", "fraction: 1")).fleet
+    runner = _restarting(fleet, polls=5)
+    await runner._restart(fleet.waves[0], asyncio.get_running_loop().time() - 1000)
+    for k, apps in enumerate(runner.by_cc):
+        # Its provider, under its participant id and scope, after the 5 lookups that found
+        # nothing and the 3 that found the provider and both proxies announced again.
+        assert apps[0].registered == [(f"p-{k}-0", "GLOBAL", 8)], k
+        assert apps[1].registered == apps[2].registered == []  # the proxies' runtimes
+
+
+async def test_a_runtime_that_does_not_reconnect_fails_its_controllers_restart(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("joynr_sim.scenario.fleet.RECONNECT_POLL_S", 0)
+    monkeypatch.setattr("joynr_sim.scenario.fleet.RECONNECT_TIMEOUT_S", 0.01)
+    fleet = _load(BASE.replace("fraction: 0.5", "fraction: 0.25")).fleet
+    runner = _restarting(fleet, polls=None)
+    with pytest.raises(WaveError) as info:
+        await runner._restart(fleet.waves[0], asyncio.get_running_loop().time() - 1000)
+    assert re.fullmatch(r"restart of cc(\d): TimeoutError: 3 libjoynr participants not announced again "
+                        r"within 0.01 s \(first: p-\1-0\)", str(info.value)), info.value
+    assert all(app.registered == [] for apps in runner.by_cc for app in apps)
+
+
+async def test_register_providers_false_leaves_the_restarted_controllers_providers_unregistered() -> None:
+    fleet = _load(BASE.replace("over_s: 10}", "over_s: 10, register_providers: false}")).fleet
+    assert fleet.waves[0].title == "restart 0.5 of the cluster controllers over 10 s (providers not registered again)"
+    runner = _restarting(fleet, polls=None)  # waiting for it would time out
+    await runner._restart(fleet.waves[0], asyncio.get_running_loop().time() - 1000)
+    assert sorted(c.starts for c in runner.ccs) == [0, 0, 1, 1]
+    assert all(app.registered == [] for apps in runner.by_cc for app in apps)
+    assert all(c.table.lookups == 0 for c in runner.ccs)

@@ -1,6 +1,8 @@
 """Fleet scenarios end to end: the small restart wave of ``scenarios/fleet/`` (4 cluster
 controllers with 2 libjoynr runtimes each, in 2 host processes, on Mosquitto) passes and
-its traces are clean under the Spark checks; the same fleet with a wave that duplicates CC
+its traces are clean under the Spark checks; two controllers restarted one after the
+other lose no more than their graceful stops, because the providers register again, and
+do lose more with ``register_providers: false``; the same fleet with a wave that duplicates CC
 ids is reported by the checks, and with a broker crashed for good its ``expect: {lost: 0}``
 fails. ``--hosts`` places the runtimes of an ordinary scenario in shared hosts."""
 
@@ -15,12 +17,13 @@ from joynr_sim.scenario import load_scenario
 from joynr_sim.scenario.checking import violations_by_run
 from joynr_sim.scenario.loader import parse_scenario
 from joynr_sim.scenario.runner import run_scenario
+from joynr_sim.trace import read_events
 
 pytestmark = pytest.mark.e2e  # simulated runs, then the checker (spark: by its fixture)
 
 ROOT = Path(__file__).resolve().parent.parent
 SMALL = ROOT / "scenarios" / "fleet" / "restart-wave-small.yaml"
-WAVE = "    - {at_s: 3, restart: {fraction: 0.25}}\n"
+WAVE = "    - {at_s: 3, restart: {fraction: 0.5, over_s: 3}}\n"
 
 
 def _variant(wave: str, expect: str, tmp_path: Path, name: str):
@@ -45,10 +48,10 @@ async def test_a_restart_wave_passes_clean_and_duplicate_cc_ids_are_reported(spa
     assert before["answered"] == before["started"]  # nothing happened yet
     assert fleet["totals"]["started"] == sum(w["started"] for w in fleet["windows"])
     assert [s["outcome"] for s in manifest["steps"]] == ["ok"] * 6
-    assert "controllers started: 4/4" in progress and "wave 0: controllers restarted: 1/1" in progress
-    # The restarted controller really stopped and started again, next to its applications.
+    assert "controllers started: 4/4" in progress and "wave 0: controllers restarted: 2/2" in progress
+    # The restarted controllers really stopped and started again, next to their applications.
     starts = [(Path(wave.run_dir) / "trace" / f"cc{k}.ndjson").read_text().count('"life.start"') for k in range(4)]
-    assert sorted(starts) == [1, 1, 1, 2]
+    assert sorted(starts) == [1, 1, 2, 2]
 
     twins = _variant("    - {at_s: 2, duplicate_cc_ids: 2}\n", "{answered_fraction: 0}", tmp_path, "fleet-twins")
     duplicated = await run_scenario(twins, tmp_path, hosts=2, seed=7)
@@ -60,17 +63,48 @@ async def test_a_restart_wave_passes_clean_and_duplicate_cc_ids_are_reported(spa
     assert storms, found
 
 
-@pytest.mark.xfail(strict=True, reason="a provider's global registration is gone after its cluster controller "
-                   "restarts (removeStale), and is not added again when its libjoynr runtime reconnects")
-async def test_a_consumer_restarted_after_its_providers_controller_still_reaches_it(tmp_path: Path) -> None:
-    # Two cluster controllers, each consumer calling the other's provider, both restarted one
-    # after the other: whichever restarts second has lost its routes and asks the GCD again.
+def _pair(tmp_path: Path, restart: str):
+    """Two cluster controllers, each consumer calling the other's provider, both restarted
+    one after the other: whichever restarts second has forgotten its routes and asks the
+    GCD again for the provider behind the first."""
     text = SMALL.read_text().replace("cluster_controllers: 4", "cluster_controllers: 2")
     path = tmp_path / "pair.yaml"
-    path.write_text(text.replace(WAVE, "    - {at_s: 3, restart: {fraction: 1, over_s: 3}}\n"))
-    result = await run_scenario(load_scenario(path), tmp_path, hosts=1, seed=7)
-    lost = [w["lost"] for w in result.fleet["windows"]]
-    assert result.passed, (result.failed_step, lost)
+    path.write_text(text.replace(WAVE, f"    - {{at_s: 3, restart: {restart}}}\n"))
+    return load_scenario(path)
+
+
+def _stop_may_lose(fleet, result) -> int:
+    """What the README says a graceful stop may lose: what is on the controller's WebSockets
+    then, at most one load op of each of its consumers and one of each consumer of its
+    providers (here one proxy calls each provider)."""
+    return 2 * result.fleet["calls_per_op"] * (fleet.proxies_per_cc + fleet.providers_per_cc)
+
+
+def _gcd_adds(result) -> list[str]:
+    """The participants the GCD added, one per add."""
+    return [e["participant"] for e in read_events(Path(result.run_dir) / "trace" / "gcd-gbid1.ndjson")
+            if e["ev"] == "gcd.add" and e["error"] is None]
+
+
+async def test_a_consumer_restarted_after_its_providers_controller_still_reaches_it(tmp_path: Path) -> None:
+    scenario = _pair(tmp_path, "{fraction: 1, over_s: 3}")
+    result = await run_scenario(scenario, tmp_path, hosts=1, seed=7)
+    lost = result.fleet["totals"]["lost"]
+    assert result.passed, (result.failed_step, result.fleet["windows"])
+    assert lost <= _stop_may_lose(scenario.fleet, result), result.fleet["windows"]
+    # The GCD added each provider twice under its participant id: the population's add,
+    # and the one after its controller's removeStale removed it.
+    assert sorted(_gcd_adds(result)) == ["echo-0-0", "echo-0-0", "echo-1-0", "echo-1-0"]
+
+
+async def test_without_registering_again_the_calls_of_the_later_restart_are_lost(tmp_path: Path) -> None:
+    scenario = _pair(tmp_path, "{fraction: 1, over_s: 3, register_providers: false}")
+    result = await run_scenario(scenario, tmp_path, hosts=1, seed=7)
+    assert result.outcome == "failed" and result.complete
+    assert result.steps[2].title.endswith("over 3 s (providers not registered again)")
+    # The second controller's consumer finds the first's provider no more until the end.
+    assert result.fleet["totals"]["lost"] > _stop_may_lose(scenario.fleet, result), result.fleet["windows"]
+    assert sorted(_gcd_adds(result)) == ["echo-0-0", "echo-1-0"]  # the population's only
 
 
 async def test_expect_lost_zero_fails_when_a_broker_crashes_for_good(tmp_path: Path) -> None:

@@ -1,4 +1,7 @@
-"""Running a fleet scenario (``fleet_model``): the population started in shared host
+"""Longer than 400 lines because the waves act on the population the runner started (a
+restart waits for the controller's runtimes and registers its providers again).
+
+Running a fleet scenario (``fleet_model``): the population started in shared host
 processes, the load driven inside them, the waves fired at their times, the calls counted
 per wave window, the expectations judged.
 
@@ -27,7 +30,13 @@ the op counts as lost, with the reason.
 A restart in a wave stops the cluster controller gracefully and starts it again in the
 same host process: the libjoynr runtimes next to it live on and reconnect, as the
 applications on a machine whose cluster controller is restarted do. (A crash would kill the
-host process and every runtime in it; see README "Fleets".)
+host process and every runtime in it; see README "Fleets".) The restarted controller's
+``removeStale`` removes its providers' global registrations from the GCD, so, as a joynr
+application does once its cluster controller is back (the library scenario
+``websocket-provider-survives-cc-restart``), the providers register again under their
+participant ids: after every libjoynr participant of the controller is announced to it
+again (a polled bound, ``RECONNECT_TIMEOUT_S``), before the controller counts as restarted.
+``register_providers: false`` leaves them unregistered.
 """
 
 from __future__ import annotations
@@ -42,6 +51,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..core.address import WebSocketClientAddress
 from ..core.errors import JoynrTimeoutException
 from ..runtime.participants import INTERFACES
 from ..simulation import Simulation
@@ -55,6 +65,8 @@ REGISTER_CONCURRENCY = 10
 PROXY_CONCURRENCY = 20
 MAX_OPS_PER_S = 200.0  # load ops the runner sends a second
 OP_CONCURRENCY = 4  # calls of one op in flight at a time
+RECONNECT_TIMEOUT_S = 30.0  # for a restarted controller's libjoynr runtimes to announce their participants
+RECONNECT_POLL_S = 0.05
 Progress = Callable[[str], None]
 
 
@@ -153,6 +165,8 @@ class FleetRunner:
         self.progress = on_progress
         self.ccs: list[Any] = []
         self.pairs: list[tuple[Any, Any]] = []  # (consumer runtime, proxy)
+        self.by_cc: list[list[Any]] = []  # each controller's libjoynr runtimes, providers first
+        self.adds = asyncio.Semaphore(REGISTER_CONCURRENCY)
         self.windows = windows(fleet)
         self.summary: dict[str, Any] = {}
 
@@ -180,17 +194,15 @@ class FleetRunner:
         starting = asyncio.Semaphore(START_CONCURRENCY)
         runtimes = await _all(_bounded(starting, one_app(k, j))
                               for k in range(f.cluster_controllers) for j in range(f.libjoynr_per_cc))
-        by_cc = [runtimes[k * f.libjoynr_per_cc:(k + 1) * f.libjoynr_per_cc] for k in range(f.cluster_controllers)]
+        by_cc = self.by_cc = [runtimes[k * f.libjoynr_per_cc:(k + 1) * f.libjoynr_per_cc]
+                              for k in range(f.cluster_controllers)]
         providers, done[0] = f.cluster_controllers * f.providers_per_cc, 0
-        implementation = INTERFACES[f.interface]
 
         async def register(k: int, i: int) -> None:
-            await by_cc[k][i].register_provider(f.domain, f.interface, implementation(),
-                                                participant_id=f.provider_participant(k, i), scope=f.provider_scope)
+            await self._register(k, i)
             self._tick(done, providers, "providers registered")
 
-        adds = asyncio.Semaphore(REGISTER_CONCURRENCY)
-        await _all(_bounded(adds, register(k, i))
+        await _all(_bounded(self.adds, register(k, i))
                    for k in range(f.cluster_controllers) for i in range(f.providers_per_cc))
         proxies, done[0] = f.cluster_controllers * f.proxies_per_cc, 0
 
@@ -204,6 +216,31 @@ class FleetRunner:
         self.pairs = await _all(_bounded(lookups, proxy(k, i))
                                 for k in range(f.cluster_controllers) for i in range(f.proxies_per_cc))
         self.summary["startup_s"] = round(time.perf_counter() - started, 3)
+
+    async def _register(self, k: int, i: int) -> None:
+        """Provider ``i`` of cluster controller ``k``, under its participant id."""
+        f = self.fleet
+        await self.by_cc[k][i].register_provider(f.domain, f.interface, INTERFACES[f.interface](),
+                                                 participant_id=f.provider_participant(k, i), scope=f.provider_scope)
+
+    async def _reconnected(self, k: int) -> None:
+        """Polls until every libjoynr participant of cluster controller ``k`` (its providers
+        and proxies) has its WebSocketClient route in the restarted controller again: the
+        runtimes reconnected and announced them (addNextHop). Bounded by RECONNECT_TIMEOUT_S."""
+        f, cc = self.fleet, self.ccs[k]
+        waiting = [f.provider_participant(k, i) for i in range(f.providers_per_cc)]
+        waiting += [proxy.participant_id for _, proxy in self.pairs[k * f.proxies_per_cc:(k + 1) * f.proxies_per_cc]]
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + RECONNECT_TIMEOUT_S
+        while True:
+            waiting = [pid for pid in waiting
+                       if not isinstance(getattr(cc.table.lookup(pid), "address", None), WebSocketClientAddress)]
+            if not waiting:
+                return
+            if loop.time() > deadline:
+                raise TimeoutError(f"{len(waiting)} libjoynr participants not announced again within "
+                                   f"{RECONNECT_TIMEOUT_S:g} s (first: {waiting[0]})")
+            await asyncio.sleep(RECONNECT_POLL_S)
 
     def _tick(self, done: list[int], total: int, what: str) -> None:
         done[0] += 1
@@ -290,6 +327,9 @@ class FleetRunner:
             try:
                 await cc.stop()
                 await cc.start()
+                if r.register_providers:  # its removeStale removed them from the GCD
+                    await self._reconnected(k)
+                    await _all(_bounded(self.adds, self._register(k, i)) for i in range(self.fleet.providers_per_cc))
             except Exception as exc:  # named, so the wave's error says which and why
                 raise WaveError(f"restart of cc{k}: {type(exc).__name__}: {exc}") from exc
             self._tick(done, len(chosen), f"wave {wave.index}: controllers restarted")

@@ -34,6 +34,7 @@ _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}\Z")
 class Restart:
     fraction: float
     over_s: int
+    register_providers: bool = True  # again, once the runtimes have reconnected
 
 
 @dataclass(frozen=True)
@@ -54,7 +55,8 @@ class Wave:
     @property
     def title(self) -> str:
         if self.restart is not None:
-            return f"restart {self.restart.fraction:g} of the cluster controllers over {self.restart.over_s} s"
+            again = "" if self.restart.register_providers else " (providers not registered again)"
+            return f"restart {self.restart.fraction:g} of the cluster controllers over {self.restart.over_s} s{again}"
         if self.crash_broker is not None:
             back = f" for {self.crash_broker.for_s} s" if self.crash_broker.for_s else " (not restarted)"
             return f"crash broker {self.crash_broker.gbid}{back}"
@@ -203,7 +205,7 @@ def _wave(i: int, raw: Mapping[str, Any], duration_s: int, backends: tuple[str, 
         if raw["at_s"] + r["over_s"] > duration_s:
             raise error((*at, "restart", "over_s"), f"the wave would end at {raw['at_s'] + r['over_s']} s, "
                                                     f"after duration_s ({duration_s})")
-        restart = Restart(r["fraction"], r["over_s"])
+        restart = Restart(r["fraction"], r["over_s"], r["register_providers"])
         if math.ceil(r["fraction"] * ccs) < 1:  # pragma: no cover - fraction >= 0.001 and ccs >= 1
             raise error((*at, "restart", "fraction"), "restarts no cluster controller")
     if raw.get("crash_broker") is not None:
