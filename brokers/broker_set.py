@@ -218,6 +218,21 @@ class BrokerSet:
         access.check_client_id(client_id)
         return self._login(client_id, gbid)
 
+    def admit(self, client_ids: list[str]) -> None:
+        """Let these client ids in on every broker of the set, ahead of their first
+        ``credentials``: on Mosquitto one reload for them all instead of one per login,
+        each of which re-checks every client connected by then. Every id is checked
+        before any is added."""
+        checked = [access.check_client_id(c) for c in client_ids]
+        if self._kind != "mosquitto":
+            return
+        secret = self._ensure_secret()
+        with self._accounts_lock:
+            accounts = self._mosquitto_accounts(secret)
+            wanted = max((accounts.add(c) for c in checked), default=-1)
+        for b in self._brokers.values():
+            self._reload(b, accounts, wanted)
+
     def admin_credentials(self, gbid: str | None = None) -> tuple[str, str]:
         """The simulator's administrative login: any client id, every topic (``#``).
 

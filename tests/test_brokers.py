@@ -369,6 +369,32 @@ async def test_mosquitto_logins_asked_during_a_reload_share_the_next_one(
     assert len(hangups) == 1
 
 
+async def test_mosquitto_admits_many_client_ids_with_one_reload(
+    mosquitto_brokers: BrokerFactory, monkeypatch: pytest.MonkeyPatch,  # noqa: F811
+) -> None:
+    brokers = await mosquitto_brokers(["gbid-a"])
+    pid = brokers.pid("gbid-a")
+    hangups = []
+    kill = os.kill
+    monkeypatch.setattr(os, "kill", lambda p, sig: (hangups.append(p) if p == pid and sig == signal.SIGHUP else None,
+                                                    kill(p, sig))[1])
+    names = [unique("fleet") for _ in range(5)]
+    generation = brokers._accounts.generation
+    with pytest.raises(ValueError, match="cc/1"):  # one bad id: none is added
+        await in_thread(brokers.admit, [*names, "cc/1"])
+    assert brokers._accounts.generation == generation
+    await in_thread(brokers.admit, names)
+    assert len(hangups) == 1
+    logins = {name: brokers.credentials(name) for name in names}  # known and loaded: no reload
+    assert len(hangups) == 1
+
+    def connect_all() -> None:
+        for name in names:
+            Client(brokers, "gbid-a", name, credentials=logins[name]).connect().disconnect()
+
+    await in_thread(connect_all)
+
+
 async def test_restart_on_a_taken_port_fails_with_the_broker_log(amqtt_brokers: BrokerFactory) -> None:  # noqa: F811
     brokers = await amqtt_brokers(["gbid-a"])
     host, port = brokers.endpoint("gbid-a")
