@@ -19,7 +19,8 @@ it may subscribe within ``<client id>/#`` and publish to ``<any topic>/low``.
 ``admin_credentials`` are the simulator's own, for any client id and topic. amqtt checks
 the derived passwords itself; Mosquitto reads a password and an ACL file that list every
 user, so a client id it has not seen is added to them and the running brokers reload
-them (SIGHUP) before ``credentials`` returns.
+them (SIGHUP) before ``credentials`` returns; logins asked for from several threads
+meanwhile share one reload.
 
 Sessions: amqtt keeps them in memory, so a broker stop or crash loses every persistent
 session and queued message; Mosquitto persists them in the run directory (see
@@ -156,6 +157,9 @@ class BrokerSet:
         self._accounts: mosquitto.Accounts | None = None
         # Guards the secret and Mosquitto's accounts: credentials are asked for from any thread.
         self._accounts_lock = threading.Lock()
+        # Held while the account files are written and until a broker has read them, so the
+        # files do not change between a SIGHUP and its canary; taken before _accounts_lock.
+        self._reload_lock = threading.Lock()
         self._pids: dict[str, int] = {}
         self._finalizer = weakref.finalize(self, _kill_leftovers, self._pids)
 
@@ -213,6 +217,21 @@ class BrokerSet:
             return client_id, ""
         access.check_client_id(client_id)
         return self._login(client_id, gbid)
+
+    def admit(self, client_ids: list[str]) -> None:
+        """Let these client ids in on every broker of the set, ahead of their first
+        ``credentials``: on Mosquitto one reload for them all instead of one per login,
+        each of which re-checks every client connected by then. Every id is checked
+        before any is added."""
+        checked = [access.check_client_id(c) for c in client_ids]
+        if self._kind != "mosquitto":
+            return
+        secret = self._ensure_secret()
+        with self._accounts_lock:
+            accounts = self._mosquitto_accounts(secret)
+            wanted = max((accounts.add(c) for c in checked), default=-1)
+        for b in self._brokers.values():
+            self._reload(b, accounts, wanted)
 
     def admin_credentials(self, gbid: str | None = None) -> tuple[str, str]:
         """The simulator's administrative login: any client id, every topic (``#``).
@@ -370,9 +389,9 @@ class BrokerSet:
         if self._kind == "mosquitto":
             with self._accounts_lock:
                 accounts = self._mosquitto_accounts(secret)
-                accounts.add(username)
-                for b in brokers:
-                    self._reload(b, accounts)
+                wanted = accounts.add(username)
+            for b in brokers:
+                self._reload(b, accounts, wanted)
         return username, access.password(secret, username)
 
     def _mosquitto_accounts(self, secret: str) -> mosquitto.Accounts:
@@ -381,20 +400,32 @@ class BrokerSet:
             self._accounts = mosquitto.Accounts(self.broker_dir, secret)
         return self._accounts
 
-    def _reload(self, b: _Broker, accounts: mosquitto.Accounts) -> None:
-        """(Under ``_accounts_lock``.) Have a running Mosquitto read the account files of
-        the current generation: SIGHUP, then CONNECTs as that generation's canary until one
-        is let in. A broker not ready (stopped, crashed, starting) reads them when it starts;
-        one that goes away meanwhile is left to its owner."""
+    def _reload(self, b: _Broker, accounts: mosquitto.Accounts, wanted: int) -> None:
+        """Have a running Mosquitto read account files of at least generation ``wanted``.
+
+        Mosquitto's reload checks every connected client's password and ACL again, so it
+        costs more the more clients are connected: logins that wait here meanwhile share
+        the next one (the files then hold every user added so far). SIGHUP, then CONNECTs
+        as the written generation's canary until one is let in. A broker not ready
+        (stopped, crashed, starting) reads them when it starts; one that goes away
+        meanwhile is left to its owner."""
+        with self._reload_lock:
+            if not b.ready or b.process is None or b.loaded >= wanted:
+                return
+            with self._accounts_lock:
+                generation = accounts.written if accounts.written >= wanted else accounts.write()
+                canary, password = accounts.canary_login()
+            self._signal_reload(b, generation, canary, password)
+
+    def _signal_reload(self, b: _Broker, generation: int, canary: str, password: str) -> None:
+        """(Under ``_reload_lock``.)"""
         process = b.process
-        if not b.ready or process is None or b.loaded >= accounts.generation:
-            return
+        assert process is not None
         try:
             os.kill(process.pid, signal.SIGHUP)
         except ProcessLookupError:
             return
         assert b.port is not None
-        canary, password = accounts.canary_login()
         packet = connect_packet(canary, canary, password)
         deadline = time.monotonic() + RELOAD_TIMEOUT_S
         while True:
@@ -404,7 +435,7 @@ class BrokerSet:
                 last = reason(exc)
             else:
                 if code == 0:
-                    b.loaded = accounts.generation
+                    b.loaded = generation
                     return
                 last = f"CONNACK return code {code}: {CONNACK_CODES.get(code, 'unknown')}"
             if not b.ready:
@@ -432,10 +463,9 @@ class BrokerSet:
             return argv, env
         assert self._mosquitto_binary is not None
         secret = self._ensure_secret()
-        with self._accounts_lock:
+        with self._reload_lock, self._accounts_lock:
             accounts = self._mosquitto_accounts(secret)
-            accounts.write()
-            b.loaded = accounts.generation  # it reads these files when it starts
+            b.loaded = accounts.write()  # it reads these files when it starts
         config = self.broker_dir / f"{b.gbid}.conf"
         mosquitto.write_config(config, b.port, accounts, self.broker_dir / f"{b.gbid}.mosquitto")
         return mosquitto.command(self._mosquitto_binary, config), env
@@ -485,7 +515,8 @@ class BrokerSet:
     def _catch_up(self, b: _Broker) -> None:
         with self._accounts_lock:
             assert self._accounts is not None
-            self._reload(b, self._accounts)
+            accounts, wanted = self._accounts, self._accounts.generation
+        self._reload(b, accounts, wanted)
 
     async def _wait_ready(self, b: _Broker, log_path: Path) -> None:
         """Until the broker answers a CONNECT with CONNACK 0, within START_TIMEOUT_S."""

@@ -6,6 +6,7 @@ import asyncio
 import itertools
 import os
 import queue
+import signal
 import socket
 import subprocess
 import sys
@@ -331,6 +332,67 @@ async def test_mosquitto_lets_in_a_client_first_seen_while_it_was_down(mosquitto
         Client(brokers, "gbid-a", late, credentials=credentials).connect().disconnect()
 
     await in_thread(connect)
+
+
+async def test_mosquitto_logins_asked_during_a_reload_share_the_next_one(
+    mosquitto_brokers: BrokerFactory, monkeypatch: pytest.MonkeyPatch,  # noqa: F811
+) -> None:
+    # A reload re-checks every connected client, so n logins must not cost n reloads each
+    # growing with n: logins waiting while one runs are all loaded by the next.
+    brokers = await mosquitto_brokers(["gbid-a"])
+    pid = brokers.pid("gbid-a")
+    hangups = []
+    kill = os.kill
+    monkeypatch.setattr(os, "kill", lambda p, sig: (hangups.append(p) if p == pid and sig == signal.SIGHUP else None,
+                                                    kill(p, sig))[1])
+    accounts = brokers._accounts
+    names = [unique("batch") for _ in range(6)]
+    results: queue.Queue = queue.Queue()
+    with brokers._reload_lock:  # a reload under way
+        first = accounts.generation
+        threads = [threading.Thread(target=lambda n=n: results.put((n, brokers.credentials(n)))) for n in names]
+        for t in threads:
+            t.start()
+        deadline = time.monotonic() + 10
+        while accounts.generation < first + len(names):  # every login has been asked for
+            assert time.monotonic() < deadline, "the logins were not added within 10 s"
+            time.sleep(0.01)
+    for t in threads:
+        t.join(15)
+    logins = dict(results.get_nowait() for _ in names)
+
+    def connect_all() -> None:  # each one loaded by the time its credentials came back
+        for name in names:
+            Client(brokers, "gbid-a", name, credentials=logins[name]).connect().disconnect()
+
+    await in_thread(connect_all)
+    assert len(hangups) == 1
+
+
+async def test_mosquitto_admits_many_client_ids_with_one_reload(
+    mosquitto_brokers: BrokerFactory, monkeypatch: pytest.MonkeyPatch,  # noqa: F811
+) -> None:
+    brokers = await mosquitto_brokers(["gbid-a"])
+    pid = brokers.pid("gbid-a")
+    hangups = []
+    kill = os.kill
+    monkeypatch.setattr(os, "kill", lambda p, sig: (hangups.append(p) if p == pid and sig == signal.SIGHUP else None,
+                                                    kill(p, sig))[1])
+    names = [unique("fleet") for _ in range(5)]
+    generation = brokers._accounts.generation
+    with pytest.raises(ValueError, match="cc/1"):  # one bad id: none is added
+        await in_thread(brokers.admit, [*names, "cc/1"])
+    assert brokers._accounts.generation == generation
+    await in_thread(brokers.admit, names)
+    assert len(hangups) == 1
+    logins = {name: brokers.credentials(name) for name in names}  # known and loaded: no reload
+    assert len(hangups) == 1
+
+    def connect_all() -> None:
+        for name in names:
+            Client(brokers, "gbid-a", name, credentials=logins[name]).connect().disconnect()
+
+    await in_thread(connect_all)
 
 
 async def test_restart_on_a_taken_port_fails_with_the_broker_log(amqtt_brokers: BrokerFactory) -> None:  # noqa: F811

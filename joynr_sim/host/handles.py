@@ -16,6 +16,7 @@ there; an implementation of one's own needs the runtime in the runner's process
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import secrets
 from collections.abc import Mapping, Sequence
@@ -84,6 +85,9 @@ class RemoteRuntime:
     def _placed(self, process: HostProcess) -> None:
         """The process it is about to start in."""
 
+    async def _log_in(self) -> None:
+        """Whatever ``_spec`` needs that may have to wait (before it is asked for)."""
+
     def query(self, op: str, **args: Any) -> Any:
         if self.process is None or not self.running:
             raise HostGone(f"runtime {self.runtime_id!r} is not running")
@@ -110,6 +114,7 @@ class RemoteRuntime:
             await process.spawn()
         self._placed(process)
         try:
+            await self._log_in()
             if self.group is not None:
                 self.group.advance(process, self.clock.offset_ms)
             else:
@@ -308,6 +313,13 @@ class RemoteClusterController(CcAddresses, RemoteRuntime):
     @property
     def mqtt(self) -> dict[str, RemoteConnection]:
         return {gbid: RemoteConnection(self, gbid) for gbid in self.gbids}
+
+    async def _log_in(self) -> None:
+        # A client id new to Mosquitto waits until the brokers have reloaded their logins,
+        # a reload that costs more the more clients are connected: in a thread, the runner
+        # goes on meanwhile, and the logins of cluster controllers starting together share
+        # one reload. _spec then finds them loaded.
+        await asyncio.to_thread(lambda: [self.brokers.credentials(self.client_id, g) for g in self.gbids])
 
     def _spec(self) -> dict[str, Any]:
         brokers = {}
