@@ -114,18 +114,23 @@ def tune(spark: SparkSession) -> None:
 
     Adaptive query execution off: it submits every query stage as a Spark job of its own
     (a check run cost 70-98 jobs, most of them such stages), and its re-planning between
-    stages buys nothing on tables this size; without it a query is one job plus one per
-    broadcast of a frame that is not a local relation. Measured on 100k synthetic events
+    stages buys nothing on tables this size; without it a query is one job (plus one per
+    broadcast, see below). Measured on 100k synthetic events
     (load average 10-14): 82 jobs and 99 s with it, 29 jobs and 61 s without. So shuffle
     partitions are the cores (nothing merges small ones any more), not 200. Writing the
     stage by event name keeps one open file per name instead of sorting every row by name
     first. Listing the stage's folders stays on the driver: a listing job costs more than
-    it saves for a few dozen folders.
+    it saves for a few dozen folders. No broadcast joins: without adaptive execution every
+    broadcast is a job of its own that collects its side to the driver first (26 of the 28
+    jobs of a check run on the demo library, in chains, each waiting for the one it was
+    built from); the small sides of joins are hashed within the query's job instead
+    (``checks.base.small``), so a check run is the reading pass and two jobs.
     """
     n = cores(spark)
     if n:
         spark.conf.set("spark.sql.shuffle.partitions", str(n))
     spark.conf.set("spark.sql.adaptive.enabled", "false")
+    spark.conf.set("spark.sql.autoBroadcastJoinThreshold", "-1")
     spark.conf.set("spark.sql.maxConcurrentOutputFileWriters", "256")
     spark.conf.set("spark.sql.sources.parallelPartitionDiscovery.threshold", "4096")
 
@@ -181,6 +186,7 @@ def start(
     conf.set("spark.ui.showConsoleProgress", "false")
     conf.set("spark.sql.session.timeZone", "UTC")
     conf.set("spark.sql.adaptive.enabled", "false")  # see tune()
+    conf.set("spark.sql.autoBroadcastJoinThreshold", "-1")
     if shuffle_partitions is None and local_cores(master):
         shuffle_partitions = local_cores(master)  # tune() sizes a cluster's once it runs
     if shuffle_partitions is not None:

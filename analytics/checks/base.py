@@ -4,7 +4,7 @@ A check runs in up to two phases. Phase 1 (``Check.find``, optional) names the s
 frames its verdicts start from: the candidates, found by narrow aggregates. The runner
 builds the phase-1 frames of every check into ONE query, collects them to the driver at
 once and hands each back as a local relation (``CheckContext.candidates``). Phase 2
-(``Check.compute``) builds the violations from them, joining the candidates broadcast to
+(``Check.compute``) builds the violations from them, joining the candidates (``small``) to
 the events for details: a plan that holds the candidates' rows, not the lineage that
 found them (which it would otherwise plan and run again in every branch that uses them).
 A check with no ``find`` computes everything in ``compute``, as before; it still runs in
@@ -109,6 +109,15 @@ class Check:
     events: tuple[str, ...]  # the ev names it reads: its "events scanned"
     compute: Callable[[CheckContext], CheckOutput]  # phase 2 (or all of it)
     find: Callable[[CheckContext], dict[str, DataFrame]] | None = None  # phase 1: candidate frames
+
+
+def small(df: DataFrame) -> DataFrame:
+    """The small side of a join (candidates, ends, rule tables), built into a hash table
+    within the query's own job: a shuffled hash join. A broadcast would cost a Spark job of
+    its own per frame (adaptive execution is off, see ``session.tune``): on the demo
+    library 26 of a check run's 28 jobs were such broadcasts, each waiting for the one it
+    was built from."""
+    return df.hint("shuffle_hash")
 
 
 def ref(rt: str | Column = "rt", seq: str | Column = "seq") -> Column:
