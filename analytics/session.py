@@ -120,18 +120,14 @@ def tune(spark: SparkSession) -> None:
     partitions are the cores (nothing merges small ones any more), not 200. Writing the
     stage by event name keeps one open file per name instead of sorting every row by name
     first. Listing the stage's folders stays on the driver: a listing job costs more than
-    it saves for a few dozen folders. No broadcast joins: without adaptive execution every
-    broadcast is a job of its own that collects its side to the driver first (26 of the 28
-    jobs of a check run on the demo library, in chains, each waiting for the one it was
-    built from); the small sides of joins are hashed within the query's job instead
-    (``checks.base.small``), so a check run is the reading pass and two jobs.
+    it saves for a few dozen folders.
     """
     n = cores(spark)
     if n:
         spark.conf.set("spark.sql.shuffle.partitions", str(n))
     spark.conf.set("spark.sql.adaptive.enabled", "false")
-    spark.conf.set("spark.sql.autoBroadcastJoinThreshold", "-1")
     spark.conf.unset("spark.sql.files.minPartitionNum")  # see partition_for()
+    spark.conf.unset("spark.sql.autoBroadcastJoinThreshold")
     spark.conf.set("spark.sql.maxConcurrentOutputFileWriters", "256")
     spark.conf.set("spark.sql.sources.parallelPartitionDiscovery.threshold", "4096")
 
@@ -139,19 +135,29 @@ def tune(spark: SparkSession) -> None:
 SMALL_INPUT = 50_000  # events a check run takes in one partition
 
 
-def partition_for(spark: SparkSession, events: int) -> None:
-    """One partition for the checks of a small input (under ``SMALL_INPUT`` events), the
-    cores for a larger one. A check run's query is some 80 stages; on the demo library
-    (11,895 events) every task ran for milliseconds, so a second task per stage doubled
-    the scheduling and deserialising, not the work: one partition, scans included,
-    took the tasks from 251 to 132 and the JVM's CPU time by a fifth."""
-    n = 1 if events < SMALL_INPUT else cores(spark)
+def partition_for(spark: SparkSession, events: int) -> bool:
+    """Partitions and joins of a check run by its input; True for a small one.
+
+    A small input (under ``SMALL_INPUT`` events) is checked in one partition, scans
+    included, and without broadcast joins: a check run's query is some 80 stages whose
+    tasks run for milliseconds, so a second task per stage doubled scheduling, not work
+    (demo library, 11,895 events: tasks 251 -> 132, the JVM's CPU time a fifth less), and
+    without adaptive execution every broadcast is a job of its own that collects its side
+    to the driver first (26 of the 28 jobs there, in chains): the check run is then the
+    reading pass and one job per phase. A larger input keeps a partition per core and
+    broadcasts, which cost less there than shuffling the large side of every join.
+    """
+    small = events < SMALL_INPUT
+    n = 1 if small else cores(spark)
     if n:
         spark.conf.set("spark.sql.shuffle.partitions", str(n))
-    if n == 1:
+    if small:
         spark.conf.set("spark.sql.files.minPartitionNum", "1")
+        spark.conf.set("spark.sql.autoBroadcastJoinThreshold", "-1")
     else:
         spark.conf.unset("spark.sql.files.minPartitionNum")
+        spark.conf.unset("spark.sql.autoBroadcastJoinThreshold")
+    return small
 
 
 class JobMeter:
@@ -205,7 +211,6 @@ def start(
     conf.set("spark.ui.showConsoleProgress", "false")
     conf.set("spark.sql.session.timeZone", "UTC")
     conf.set("spark.sql.adaptive.enabled", "false")  # see tune()
-    conf.set("spark.sql.autoBroadcastJoinThreshold", "-1")
     if shuffle_partitions is None and local_cores(master):
         shuffle_partitions = local_cores(master)  # tune() sizes a cluster's once it runs
     if shuffle_partitions is not None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 from pyspark.sql import Window
 from pyspark.sql import functions as F
 
-from .base import Check, CheckContext, CheckOutput, key, small, violations
+from .base import Check, CheckContext, CheckOutput, key, violations
 
 _LINK_EVENTS = ("link.attach", "link.detach", "link.steal", "link.resume", "link.recover",
                 "link.expire", "link.store", "link.takeover-storm")
@@ -59,7 +59,7 @@ def compute(ctx: CheckContext) -> CheckOutput:
     )
     # Later than every attach: enough to stand for the run's end (a scan of the link and
     # life events only, not of the whole trace).
-    run_end = small(
+    run_end = ctx.small(
         ctx.of(*_LINK_EVENTS, "life.start", "life.stop", "life.crash", "life.restart")
         .groupBy("run").agg(F.max("ts").alias("run_end"))
     )

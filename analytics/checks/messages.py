@@ -17,7 +17,7 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from .base import CheckContext, small
+from .base import CheckContext
 
 MSG_EVENTS = ("msg.out", "msg.in", "msg.deliver", "msg.queue", "msg.drop")
 NETWORK = ("mqtt", "ws")  # the vias of a hop to another runtime; inprocess stays inside one
@@ -131,7 +131,7 @@ def ends(ctx: CheckContext) -> DataFrame:
     )
     up = ctx.of("life.start", "life.restart").select(
         "run", F.col("target").alias("end_who"), F.col("ts").alias("up_ts"))
-    return small(
+    return ctx.small(
         down.join(up, ["run", "end_who"], "left")
         .groupBy(*down.columns)
         .agg(F.min(F.when(F.col("up_ts") >= F.col("end_ts"), F.col("up_ts"))).alias("up_ts"))

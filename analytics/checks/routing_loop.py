@@ -29,7 +29,7 @@ from __future__ import annotations
 from pyspark.sql import Window
 from pyspark.sql import functions as F
 
-from .base import Check, CheckContext, CheckOutput, key, small, violations
+from .base import Check, CheckContext, CheckOutput, key, violations
 from .messages import MSG_EVENTS, decision, message_events, per_runtime
 
 
@@ -74,7 +74,7 @@ def find(ctx: CheckContext) -> dict:
 def compute(ctx: CheckContext) -> CheckOutput:
     flagged = ctx.candidates(CHECK)["flagged"]
     # Phase 2: the paths and routing entries of the flagged messages only.
-    hops = message_events(ctx).join(small(flagged), ["run", "msg"])
+    hops = message_events(ctx).join(ctx.small(flagged), ["run", "msg"])
     paths = hops.groupBy("run", "msg", "why").agg(
         F.sort_array(
             F.collect_list(
@@ -122,7 +122,7 @@ def compute(ctx: CheckContext) -> CheckOutput:
     )
     latest = Window.partitionBy("run", "msg", "crt").orderBy(F.desc("put_ts"), F.desc("put_seq"))
     entries = (
-        small(at_runtime).join(puts, ["run", "crt", "to"])
+        ctx.small(at_runtime).join(puts, ["run", "crt", "to"])
         .filter(F.col("put_ts") <= F.col("until"))
         .withColumn("n", F.row_number().over(latest))
         .filter(F.col("n") == 1)
