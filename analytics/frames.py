@@ -2,8 +2,8 @@
 
 Each row is sent as one JSON object and parsed by ``from_json`` with the table's schema;
 the optimizer folds that projection into the local relation itself, so a plan that uses
-the table holds its rows, not a literal of its text nor a lineage: broadcasting it is a
-one-task job over those rows, and no expression carries the whole table into every stage
+the table holds its rows, not a literal of its text nor a lineage: joining it reads those
+rows, and no expression carries the whole table into every stage
 (a literal of the overwrite rule table, about 4,000 rows, copied into every plan and stage
 that used it, ran the driver out of its 1 GiB heap). On a
 classic session the lines go to the JVM as one string (one call, not one per row), split

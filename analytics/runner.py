@@ -27,7 +27,7 @@ from .checks.base import VIOLATION_COLUMNS
 from .frames import rows_frame
 from .inputs import Run
 from .load import Loaded, LoadStats, event_lines, load
-from .session import JobMeter, tune
+from .session import JobMeter, partition_for, tune
 
 
 @dataclass
@@ -127,6 +127,7 @@ def run_checks(
     storm_window_ms: int = 10_000,
     max_details: int = 1000,
 ) -> Outcome:
+    one_job = partition_for(spark, loaded.stats.events)
     policies = rows_frame(
         spark,
         [(str(r.dir), r.policy, judged_policy(r.policy)) for r in runs],
@@ -134,7 +135,7 @@ def run_checks(
     )
     ctx = CheckContext(
         spark, loaded.events, policies, storm_steals, storm_window_ms, loaded.ev_counts,
-        {str(r.dir): r.policy for r in runs},
+        {str(r.dir): r.policy for r in runs}, one_job=one_job,
     )
     started = time.perf_counter()
     checks = [CHECKS[name] for name in names or list(CHECKS)]

@@ -114,8 +114,8 @@ def tune(spark: SparkSession) -> None:
 
     Adaptive query execution off: it submits every query stage as a Spark job of its own
     (a check run cost 70-98 jobs, most of them such stages), and its re-planning between
-    stages buys nothing on tables this size; without it a query is one job plus one per
-    broadcast of a frame that is not a local relation. Measured on 100k synthetic events
+    stages buys nothing on tables this size; without it a query is one job (plus one per
+    broadcast, see below). Measured on 100k synthetic events
     (load average 10-14): 82 jobs and 99 s with it, 29 jobs and 61 s without. So shuffle
     partitions are the cores (nothing merges small ones any more), not 200. Writing the
     stage by event name keeps one open file per name instead of sorting every row by name
@@ -126,8 +126,38 @@ def tune(spark: SparkSession) -> None:
     if n:
         spark.conf.set("spark.sql.shuffle.partitions", str(n))
     spark.conf.set("spark.sql.adaptive.enabled", "false")
+    spark.conf.unset("spark.sql.files.minPartitionNum")  # see partition_for()
+    spark.conf.unset("spark.sql.autoBroadcastJoinThreshold")
     spark.conf.set("spark.sql.maxConcurrentOutputFileWriters", "256")
     spark.conf.set("spark.sql.sources.parallelPartitionDiscovery.threshold", "4096")
+
+
+SMALL_INPUT = 50_000  # events a check run takes in one partition
+
+
+def partition_for(spark: SparkSession, events: int) -> bool:
+    """Partitions and joins of a check run by its input; True for a small one.
+
+    A small input (under ``SMALL_INPUT`` events) is checked in one partition, scans
+    included, and without broadcast joins: a check run's query is some 80 stages whose
+    tasks run for milliseconds, so a second task per stage doubled scheduling, not work
+    (demo library, 11,895 events: tasks 251 -> 132, the JVM's CPU time a fifth less), and
+    without adaptive execution every broadcast is a job of its own that collects its side
+    to the driver first (26 of the 28 jobs there, in chains): the check run is then the
+    reading pass and one job per phase. A larger input keeps a partition per core and
+    broadcasts, which cost less there than shuffling the large side of every join.
+    """
+    small = events < SMALL_INPUT
+    n = 1 if small else cores(spark)
+    if n:
+        spark.conf.set("spark.sql.shuffle.partitions", str(n))
+    if small:
+        spark.conf.set("spark.sql.files.minPartitionNum", "1")
+        spark.conf.set("spark.sql.autoBroadcastJoinThreshold", "-1")
+    else:
+        spark.conf.unset("spark.sql.files.minPartitionNum")
+        spark.conf.unset("spark.sql.autoBroadcastJoinThreshold")
+    return small
 
 
 class JobMeter:

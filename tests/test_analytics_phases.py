@@ -49,3 +49,17 @@ def test_candidates_beyond_the_limit_stay_distributed_with_the_same_rows(spark, 
     assert not is_local(found)
     assert sorted(r["seq"] for r in found.collect()) == list(range(50, 100))
     ctx.release()
+
+
+def test_a_check_run_is_the_reading_pass_and_one_job_per_phase(spark, tmp_path):
+    """A small input joins without broadcasts: each would be a job of its own (adaptive
+    execution is off); with them this run took 18 jobs."""
+    from analytics.inputs import find_runs
+    from analytics.runner import check_runs
+    from analytics.synthetic import generate
+
+    generate(tmp_path / "runs", events=2000, runs=2, workers=1)
+    (tmp_path / "stage").mkdir()
+    outcome = check_runs(spark, find_runs([str(tmp_path / "runs")]), tmp_path / "stage")
+    assert outcome.violations  # the planted ones: phase 2 built details, not just counts
+    assert outcome.cost.jobs == 3

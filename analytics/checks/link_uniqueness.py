@@ -59,7 +59,7 @@ def compute(ctx: CheckContext) -> CheckOutput:
     )
     # Later than every attach: enough to stand for the run's end (a scan of the link and
     # life events only, not of the whole trace).
-    run_end = F.broadcast(
+    run_end = ctx.small(
         ctx.of(*_LINK_EVENTS, "life.start", "life.stop", "life.crash", "life.restart")
         .groupBy("run").agg(F.max("ts").alias("run_end"))
     )

@@ -25,7 +25,7 @@ the target resolves to no runtime, any runtime. A hop of a message that was seen
 further on (a higher hop count) did arrive: its missing receipt is never excused.
 
 Phase 1 is narrow aggregates per message and per hop (``messages``); phase 2 joins only
-the candidates, broadcast, to build the details.
+the candidates (hashed as the small side of each join) to build the details.
 """
 
 from __future__ import annotations
@@ -89,18 +89,18 @@ def _hop_suspects(ctx: CheckContext, lost: DataFrame, topics: DataFrame) -> Data
     )
     # Overtaken: a later send of the same sender to the same target arrived.
     until = (
-        F.broadcast(lost.select(*_HOP, "target", "seq"))
+        ctx.small(lost.select(*_HOP, "target", "seq"))
         .join(arrived, ["run", "rt", "target"])
         .filter(F.col("later_seq") > F.col("seq"))
         .groupBy(*_HOP).agg(F.min("arrived_ts").alias("until"))
     )
     learned = (
-        arrived.join(F.broadcast(lost.select("run", "target").distinct()), ["run", "target"])
+        arrived.join(ctx.small(lost.select("run", "target").distinct()), ["run", "target"])
         .select("run", "target", F.col("receiver").alias("who")).distinct()
     )
     receivers = (
         lost.filter(F.col("via") == "mqtt").withColumn("topic", _topic("target"))
-        .join(F.broadcast(topics), ["run", "topic"]).select(*_HOP, "who")
+        .join(ctx.small(topics), ["run", "topic"]).select(*_HOP, "who")
         .unionByName(lost.join(learned, ["run", "target"]).select(*_HOP, "who"))
         .distinct()
     )
@@ -187,7 +187,7 @@ def _lost_requests(ctx: CheckContext, lost: DataFrame, hop_excused: DataFrame, e
     trail = (
         message_events(ctx).filter(F.col("type").isin("rq", "rp"))
         .select("run", exchange.alias("exchange"), F.struct("rt", "seq").alias("ref"))
-        .join(F.broadcast(unexplained.select("run", exchange.alias("exchange"))), ["run", "exchange"])
+        .join(ctx.small(unexplained.select("run", exchange.alias("exchange"))), ["run", "exchange"])
         .groupBy("run", "exchange").agg(F.collect_list("ref").alias("trail"))
     )
     found = unexplained.withColumn("exchange", exchange).join(trail, ["run", "exchange"], "left")
@@ -218,7 +218,7 @@ def _delivered_twice(ctx: CheckContext) -> DataFrame:
 def _duplicates(ctx: CheckContext, twice: DataFrame) -> DataFrame:
     delivered = (
         message_events(ctx).filter(is_("msg.deliver"))
-        .join(F.broadcast(twice), ["run", "msg", "rt"])
+        .join(ctx.small(twice), ["run", "msg", "rt"])
         .groupBy("run", "msg", "rt")
         .agg(F.first("deliveries").alias("n"), F.collect_list("seq").alias("seqs"), F.max("to").alias("to"))
     )
@@ -251,7 +251,7 @@ def find(ctx: CheckContext) -> dict:
 
 def compute(ctx: CheckContext) -> CheckOutput:
     found = ctx.candidates(CHECK)
-    ends_ = F.broadcast(found["ends"])
+    ends_ = ctx.small(found["ends"])
     lost = found["lost"]
     candidates = lost.filter(~F.col("went_on"))
     hop_excused = excused(_hop_suspects(ctx, candidates, found["topics"]), _HOP, ends_)

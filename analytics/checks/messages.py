@@ -6,7 +6,7 @@ and hop count; all three group keys start with (run, msg), so one shuffle of the
 events serves every one of them, and the joins between them need no further exchange.
 The events and the aggregates are cached for the check run (``CheckContext.shared``):
 each is computed once however many checks and branches read it. Their second phase
-joins only the few candidates they found, broadcast, back to the events to build details.
+joins only the few candidates they found back to the events to build details.
 
 Also here: the ends (crashes and graceful stops) that may explain a loss, and the rule
 that decides whether one does (see ``excused``).
@@ -123,7 +123,7 @@ def per_runtime(ctx: CheckContext) -> DataFrame:
 def ends(ctx: CheckContext) -> DataFrame:
     """Crashes and graceful stops of runtimes and brokers, including the stops that end
     every run: what may explain a loss; each with ``up_ts``, when the same runtime or
-    broker started again (null: never). Few rows: broadcast wherever joined."""
+    broker started again (null: never). Few rows: the small side wherever joined."""
     down = ctx.of("life.crash", "life.stop").select(
         "run", F.col("target").alias("end_who"), F.col("target_kind").alias("end_kind"),
         F.col("gbid").alias("end_gbid"), F.col("ts").alias("end_ts"), F.col("ev").alias("end_ev"),
@@ -131,7 +131,7 @@ def ends(ctx: CheckContext) -> DataFrame:
     )
     up = ctx.of("life.start", "life.restart").select(
         "run", F.col("target").alias("end_who"), F.col("ts").alias("up_ts"))
-    return F.broadcast(
+    return ctx.small(
         down.join(up, ["run", "end_who"], "left")
         .groupBy(*down.columns)
         .agg(F.min(F.when(F.col("up_ts") >= F.col("end_ts"), F.col("up_ts"))).alias("up_ts"))

@@ -69,8 +69,8 @@ def _judged_puts(ctx: CheckContext) -> DataFrame:
         table_kind = F.when(F.col("kind") == runtime, F.lit(kind)).otherwise(table_kind)
     puts = (
         ctx.of("rt.put").withColumn("kind", table_kind)
-        .join(F.broadcast(ctx.policies), "run_dir", "left")
-        .join(F.broadcast(own), ["run", "rt"], "left")
+        .join(ctx.small(ctx.policies), "run_dir", "left")
+        .join(ctx.small(own), ["run", "rt"], "left")
     )
     same_addr = (
         F.col("old").isNotNull()
@@ -95,7 +95,7 @@ def _judged_puts(ctx: CheckContext) -> DataFrame:
         ).alias("own_topic"),
     )
     judged = flagged.join(
-        F.broadcast(_put_table(ctx)),
+        ctx.small(_put_table(ctx)),
         ["judged", "kind", "old_type", "new_type", *rules.PUT_FLAGS],
         "left",
     )
@@ -139,7 +139,7 @@ def _judged_deletes(ctx: CheckContext) -> DataFrame:
         # nothing to remove: judged only by whether the outcome says so
         .filter(F.col("old").isNotNull() | (F.coalesce(F.col("outcome"), F.lit("")) != "absent"))
         .drop("op")  # gcd's field of that name; here the table's op is remove or purge
-        .join(F.broadcast(ctx.policies), "run_dir", "left")
+        .join(ctx.small(ctx.policies), "run_dir", "left")
         .select(
             "*",
             F.regexp_replace("ev", r"^rt\.", "").alias("op"),
@@ -148,7 +148,7 @@ def _judged_deletes(ctx: CheckContext) -> DataFrame:
         )
     )
     judged = dels.join(
-        F.broadcast(_delete_table(ctx)), ["judged", "op", "old_sticky", "old_expired"], "left"
+        ctx.small(_delete_table(ctx)), ["judged", "op", "old_sticky", "old_expired"], "left"
     )
     removed = F.col("outcome") == "removed"
     refused = F.col("outcome").startswith("refused")
@@ -193,7 +193,7 @@ def _old_not_held(ctx: CheckContext) -> DataFrame:
                 F.lag("ts").over(chain).alias("held_ts"))
         .filter(F.col("held_seq").isNotNull() & ~F.col("old").eqNullSafe(F.col("held")))
     )
-    resets = F.broadcast(ctx.of("life.start", "life.restart", "life.crash", "life.stop").select(
+    resets = ctx.small(ctx.of("life.start", "life.restart", "life.crash", "life.stop").select(
         "run", F.col("target").alias("rt"), F.col("rt").alias("reset_rt"),
         F.col("seq").alias("reset_seq"), F.col("ts").alias("reset_ts"),
     ))
@@ -208,7 +208,7 @@ def _old_not_held(ctx: CheckContext) -> DataFrame:
 def compute(ctx: CheckContext) -> CheckOutput:
     judged = (
         _judged_puts(ctx).unionByName(_judged_deletes(ctx))
-        .join(F.broadcast(_old_not_held(ctx)), ["run", "rt", "seq"], "left")
+        .join(ctx.small(_old_not_held(ctx)), ["run", "rt", "seq"], "left")
         .withColumn("problems", F.when(
             F.col("held_seq").isNotNull(), F.concat("problems", F.array(F.lit("old-not-held")))
         ).otherwise(F.col("problems")))

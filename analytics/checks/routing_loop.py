@@ -74,7 +74,7 @@ def find(ctx: CheckContext) -> dict:
 def compute(ctx: CheckContext) -> CheckOutput:
     flagged = ctx.candidates(CHECK)["flagged"]
     # Phase 2: the paths and routing entries of the flagged messages only.
-    hops = message_events(ctx).join(F.broadcast(flagged), ["run", "msg"])
+    hops = message_events(ctx).join(ctx.small(flagged), ["run", "msg"])
     paths = hops.groupBy("run", "msg", "why").agg(
         F.sort_array(
             F.collect_list(
@@ -122,7 +122,7 @@ def compute(ctx: CheckContext) -> CheckOutput:
     )
     latest = Window.partitionBy("run", "msg", "crt").orderBy(F.desc("put_ts"), F.desc("put_seq"))
     entries = (
-        F.broadcast(at_runtime).join(puts, ["run", "crt", "to"])
+        ctx.small(at_runtime).join(puts, ["run", "crt", "to"])
         .filter(F.col("put_ts") <= F.col("until"))
         .withColumn("n", F.row_number().over(latest))
         .filter(F.col("n") == 1)
