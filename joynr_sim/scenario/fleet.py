@@ -182,6 +182,9 @@ class FleetRunner:
             self._tick(done, f.cluster_controllers, "controllers started")
             return cc
 
+        # Every controller's login in one broker reload (Mosquitto re-checks each connected
+        # client at a reload: a reload per login made a fleet's start grow with its square).
+        await asyncio.to_thread(sim.brokers.admit, [f"cc{k}" for k in range(f.cluster_controllers)])
         logins = asyncio.Semaphore(CC_START_CONCURRENCY)
         self.ccs = await _all(_bounded(logins, one_cc(k)) for k in range(f.cluster_controllers))
         apps, done[0] = f.cluster_controllers * f.libjoynr_per_cc, 0
