@@ -58,7 +58,7 @@ from ..simulation import Simulation
 from ..trace import TraceWriter
 from .fleet_model import Fleet, Wave
 
-CCS_PER_HOST = 80  # paho's select() serves about 90 cluster controllers in one process
+CCS_PER_HOST = 80  # the host size measured so far (bench fleet); open files bound it
 CC_START_CONCURRENCY = 10
 START_CONCURRENCY = 50
 REGISTER_CONCURRENCY = 10
