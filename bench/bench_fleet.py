@@ -38,8 +38,8 @@ from typing import Any
 import paho.mqtt.client as paho
 from paho.mqtt.enums import CallbackAPIVersion
 
-from bench.memory import peak_mib
 from joynr_sim.core.address import MqttAddress
+from joynr_sim.host.peak_memory import peak_mib
 from joynr_sim.runtime.participants import EchoProvider
 from joynr_sim.simulation import Simulation
 

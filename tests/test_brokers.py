@@ -334,17 +334,27 @@ async def test_mosquitto_lets_in_a_client_first_seen_while_it_was_down(mosquitto
     await in_thread(connect)
 
 
+def _count_hangups(monkeypatch: pytest.MonkeyPatch, pid: int) -> list[int]:
+    """The SIGHUPs (Mosquitto's reloads) sent to ``pid`` from now on, each still sent."""
+    hangups: list[int] = []
+    kill = os.kill
+
+    def counting(p: int, sig: int) -> None:
+        if p == pid and sig == signal.SIGHUP:
+            hangups.append(p)
+        kill(p, sig)
+
+    monkeypatch.setattr(os, "kill", counting)
+    return hangups
+
+
 async def test_mosquitto_logins_asked_during_a_reload_share_the_next_one(
     mosquitto_brokers: BrokerFactory, monkeypatch: pytest.MonkeyPatch,  # noqa: F811
 ) -> None:
     # A reload re-checks every connected client, so n logins must not cost n reloads each
     # growing with n: logins waiting while one runs are all loaded by the next.
     brokers = await mosquitto_brokers(["gbid-a"])
-    pid = brokers.pid("gbid-a")
-    hangups = []
-    kill = os.kill
-    monkeypatch.setattr(os, "kill", lambda p, sig: (hangups.append(p) if p == pid and sig == signal.SIGHUP else None,
-                                                    kill(p, sig))[1])
+    hangups = _count_hangups(monkeypatch, brokers.pid("gbid-a"))
     accounts = brokers._accounts
     names = [unique("batch") for _ in range(6)]
     results: queue.Queue = queue.Queue()
@@ -373,11 +383,7 @@ async def test_mosquitto_admits_many_client_ids_with_one_reload(
     mosquitto_brokers: BrokerFactory, monkeypatch: pytest.MonkeyPatch,  # noqa: F811
 ) -> None:
     brokers = await mosquitto_brokers(["gbid-a"])
-    pid = brokers.pid("gbid-a")
-    hangups = []
-    kill = os.kill
-    monkeypatch.setattr(os, "kill", lambda p, sig: (hangups.append(p) if p == pid and sig == signal.SIGHUP else None,
-                                                    kill(p, sig))[1])
+    hangups = _count_hangups(monkeypatch, brokers.pid("gbid-a"))
     names = [unique("fleet") for _ in range(5)]
     generation = brokers._accounts.generation
     with pytest.raises(ValueError, match="cc/1"):  # one bad id: none is added

@@ -48,11 +48,11 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any
 
 from ..core.address import WebSocketClientAddress
 from ..core.errors import JoynrTimeoutException
+from ..host.peak_memory import peak_mib
 from ..runtime.participants import INTERFACES
 from ..simulation import Simulation
 from ..trace import TraceWriter
@@ -402,16 +402,6 @@ class FleetRunner:
 
     def report(self) -> dict[str, Any]:
         pids = sorted({r.pid for r in self.sim.runtimes.values() if getattr(r, "pid", None)})
-        return {**self.summary, "host_processes": len(pids), "host_peak_mib": round(sum(map(_peak_mib, pids)), 1),
+        return {**self.summary, "host_processes": len(pids), "host_peak_mib": round(sum(map(peak_mib, pids)), 1),
                 "windows": [asdict(w) for w in self.windows], "totals": self.totals()}
 
-
-def _peak_mib(pid: int) -> float:
-    """A process's peak resident memory (VmHWM) from /proc; 0 when unknown."""
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return 0.0

@@ -1,4 +1,4 @@
-"""Peak memory of a process, as the benchmarks report it."""
+"""Peak memory of a process, as a fleet run's ``run.json`` and the benchmarks report it."""
 
 from __future__ import annotations
 
