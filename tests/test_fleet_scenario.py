@@ -73,7 +73,7 @@ def test_the_example_fleets_load(path: Path) -> None:
     assert s.fleet is not None and (s.guards or s.smoke)
 
 
-def test_the_1000x10000_example_is_the_issue_size() -> None:
+def test_the_1000x10000_example_is_the_target_fleet_size() -> None:
     f = load_scenario(FLEET / "restart-wave-1000x10000.yaml").fleet
     assert (f.cluster_controllers, f.cluster_controllers * f.libjoynr_per_cc) == (1000, 10000)
     (wave,) = f.waves
