@@ -88,7 +88,7 @@ def run(args: argparse.Namespace, console: Console | None = None) -> int:
     from .cache import CacheError, TraceCache
     from .report import print_table, write_outputs
     from .runner import check_runs
-    from .session import SparkStartError, connect, connect_address, start
+    from .session import SMALL_TRACE_BYTES, SparkStartError, connect, connect_address, start
 
     if args.connect is not None:
         try:
@@ -116,7 +116,9 @@ def run(args: argparse.Namespace, console: Console | None = None) -> int:
         if args.connect is not None:
             handle = connect(args.connect)
         else:
-            handle = start(args.master, work_dir=scratch, driver_memory=args.driver_memory)
+            trace_bytes = sum(_size(p) for run in runs for p in run.trace_files)
+            handle = start(args.master, work_dir=scratch, driver_memory=args.driver_memory,
+                           short_run=trace_bytes < SMALL_TRACE_BYTES)
         outcome = check_runs(
             handle.spark, runs, scratch, args.checks,
             storm_steals=args.storm_steals, storm_window_ms=args.storm_window_ms,
@@ -158,3 +160,10 @@ def _first_line(exc: BaseException) -> str:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:  # gone since it was listed: reading it will say so
+        return 0

@@ -133,6 +133,13 @@ def tune(spark: SparkSession) -> None:
 
 
 SMALL_INPUT = 50_000  # events a check run takes in one partition
+SMALL_TRACE_BYTES = SMALL_INPUT * 400  # about as many trace bytes (the demo library: 376 a line)
+
+# A short local check run is mostly a fresh JVM warming up: its optimising (C2) compiler and
+# parallel collector threads compete with the task threads for the same few cores, for code
+# that runs a few seconds at most. Demo library, cold, 2 cores at load 6-9: 110-122 s with
+# the defaults, 75 s with these (reading 34-46 -> 27 s, checks 55-60 -> 36 s).
+_SHORT_RUN_JVM = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC")
 
 
 def partition_for(spark: SparkSession, events: int) -> bool:
@@ -146,6 +153,9 @@ def partition_for(spark: SparkSession, events: int) -> bool:
     to the driver first (26 of the 28 jobs there, in chains): the check run is then the
     reading pass and one job per phase. A larger input keeps a partition per core and
     broadcasts, which cost less there than shuffling the large side of every join.
+    A small input's queries are also interpreted, not compiled to Java (whole-stage code
+    generation off): compiling some 80 stages with Janino cost more than running them on
+    12k events (demo library, cold, with ``_SHORT_RUN_JVM``: checks 36 -> 30 s, load 8-9).
     """
     small = events < SMALL_INPUT
     n = 1 if small else cores(spark)
@@ -154,9 +164,11 @@ def partition_for(spark: SparkSession, events: int) -> bool:
     if small:
         spark.conf.set("spark.sql.files.minPartitionNum", "1")
         spark.conf.set("spark.sql.autoBroadcastJoinThreshold", "-1")
+        spark.conf.set("spark.sql.codegen.wholeStage", "false")
     else:
         spark.conf.unset("spark.sql.files.minPartitionNum")
         spark.conf.unset("spark.sql.autoBroadcastJoinThreshold")
+        spark.conf.unset("spark.sql.codegen.wholeStage")
     return small
 
 
@@ -199,8 +211,14 @@ def start(
     work_dir: Path | None = None,
     driver_memory: str | None = None,
     shuffle_partitions: int | None = None,
+    short_run: bool = False,
 ) -> SparkHandle:
-    """The active session if there is one, else a new one with quiet logging."""
+    """The active session if there is one, else a new one with quiet logging.
+
+    ``short_run`` (a local master and a small input, see ``SMALL_TRACE_BYTES``): the JVM
+    compiles with its quick compiler only and collects garbage in one thread
+    (``_SHORT_RUN_JVM``).
+    """
     logging.getLogger("py4j").setLevel(logging.CRITICAL)
     active = SparkSession.getActiveSession()
     if active is not None:
@@ -217,16 +235,19 @@ def start(
         conf.set("spark.sql.shuffle.partitions", str(shuffle_partitions))
     if driver_memory:
         conf.set("spark.driver.memory", driver_memory)
+    driver_opts = list(_SHORT_RUN_JVM) if short_run and _is_local(master) else []
     jvm_log = None
     popen_kwargs = None
     if work_dir is not None:
         props = work_dir / "log4j2.properties"
         props.write_text(_LOG4J2)
-        conf.set("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{props}")
+        driver_opts.append(f"-Dlog4j2.configurationFile=file:{props}")
         conf.set("spark.executor.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{props}")
         jvm_log = work_dir / "jvm.log"
         log_file = open(jvm_log, "ab")  # the JVM child keeps its own descriptor
         popen_kwargs = {"stdout": log_file, "stderr": log_file}
+    if driver_opts:
+        conf.set("spark.driver.extraJavaOptions", " ".join(driver_opts))
     if _is_local(master):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     try:
