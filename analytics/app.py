@@ -158,12 +158,13 @@ def _first_line(exc: BaseException) -> str:
     return (text.splitlines()[0] if text else "")[:300]
 
 
-if __name__ == "__main__":
-    sys.exit(main())
-
-
 def _size(path: Path) -> int:
     try:
         return path.stat().st_size
     except OSError:  # gone since it was listed: reading it will say so
         return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+
