@@ -4,6 +4,7 @@ reaches on its own, with a bound."""
 from __future__ import annotations
 
 import asyncio
+import os
 from pathlib import Path
 
 from joynr_sim.trace import read_run
@@ -23,3 +24,12 @@ async def until(predicate, timeout_s: float = 10.0) -> None:
         if asyncio.get_running_loop().time() > deadline:
             raise AssertionError("condition not reached within the bound")
         await asyncio.sleep(0.02)
+
+
+def process_exists(pid: int) -> bool:
+    """Whether a process with this pid is still there (a SIGKILLed one is not)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True

@@ -9,17 +9,9 @@ import os
 
 import pytest
 
-from e2e_helpers import events
+from e2e_helpers import events, process_exists
 from joynr_sim.runtime.participants import EchoProvider
 from joynr_sim.simulation import Simulation
-
-
-def exists(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 def test_hosts_must_be_a_whole_number_and_need_processes(tmp_path):
@@ -47,29 +39,29 @@ async def test_a_cc_and_its_apps_share_a_host_which_a_crash_kills_with_all_in_it
 
         killed = cc1.pid
         await cc1.crash()
-        assert not exists(killed)
+        assert not process_exists(killed)
         assert not (cc1.running or app1.running or cc3.running) and cc2.running and app2.running
         crashes = {e["rt"]: e["pid"] for e in events(tmp_path, "life.crash")}
         assert crashes == {"cc1": killed, "app1": killed, "cc3": killed}
 
         await cc1.restart()
         await app1.restart()
-        assert cc1.pid == app1.pid != killed and exists(cc1.pid)
+        assert cc1.pid == app1.pid != killed and process_exists(cc1.pid)
         proxy = await app1.discover_proxy("joynrsim/Echo", "d")
         assert await proxy.call("echo", "after") == "after"
 
         # A graceful stop leaves the others in the host running; the last one out ends it.
         shared = app2.pid
         await app2.stop()
-        assert cc2.running and cc2.pid == shared and exists(shared)
+        assert cc2.running and cc2.pid == shared and process_exists(shared)
         assert cc2.mqtt["gbid1"].connected.is_set()  # the host still answers for it
         await app2.start()
         assert app2.pid == shared
         await app2.stop()
         await cc2.stop()
-        assert not exists(shared)
+        assert not process_exists(shared)
         pids = {cc1.pid}
-    assert not [pid for pid in pids if exists(pid)]
+    assert not [pid for pid in pids if process_exists(pid)]
 
 
 @pytest.mark.e2e

@@ -20,6 +20,7 @@ from pathlib import Path
 import msgpack
 import pytest
 
+from e2e_helpers import process_exists
 from gcd_helpers import POSTGRES_URL
 from joynr_sim.host.mqtt_channel import Channel, Topics
 from joynr_sim.inspect import load_run
@@ -252,12 +253,6 @@ def test_the_traces_of_a_joined_run_pass_the_spark_checks(hosts: Hosts) -> None:
     assert checked.returncode == 0, checked.stdout + checked.stderr
 
 
-def _exists(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 async def test_host_groups_go_to_joined_hosts_and_a_crash_kills_the_group_there(hosts: Hosts) -> None:
@@ -278,7 +273,7 @@ async def test_host_groups_go_to_joined_hosts_and_a_crash_kills_the_group_there(
 
         killed = cc1.pid
         await cc1.crash()
-        assert not _exists(killed) and not (cc1.running or app1.running) and cc2.running and app2.running
+        assert not process_exists(killed) and not (cc1.running or app1.running) and cc2.running and app2.running
         crashes = {e["rt"]: e["pid"] for e in load_run(run_dir).events if e.get("ev") == "life.crash"}
         assert crashes == {"cc1": killed, "app1": killed}
         await cc1.restart()
@@ -287,4 +282,4 @@ async def test_host_groups_go_to_joined_hosts_and_a_crash_kills_the_group_there(
         proxy = await app1.discover_proxy("joynrsim/Echo", "d")
         assert await proxy.call("echo", "again") == "again"
         workers = [cc1.pid, cc2.pid]
-    assert not [pid for pid in workers if _exists(pid)]  # the session's workers end with it
+    assert not [pid for pid in workers if process_exists(pid)]  # the session's workers end with it
