@@ -8,8 +8,8 @@ per wave window, the expectations judged.
 Phases, each reported as a step of the run (so ``run.json``, the summary and the reports
 show them like the steps of any scenario):
 
-1. the population: the cluster controllers (``CC_START_CONCURRENCY`` at a time: a new
-   broker login makes Mosquitto reload its password file), the libjoynr runtimes in their
+1. the population: the cluster controllers (their broker logins admitted up front in one
+   reload, then ``CC_START_CONCURRENCY`` at a time), the libjoynr runtimes in their
    cluster controller's host (``START_CONCURRENCY`` at a time), the providers
    (``REGISTER_CONCURRENCY`` at a time: the GCD, in the runner's process, answers each add
    within its bound) and the proxies, discovered by participant id;
