@@ -161,6 +161,8 @@ def partition_for(spark: SparkSession, events: int) -> bool:
     check run, even on a warm JVM. On a warm local JVM with ``SHORT_RUN_JVM`` (the Connect
     server's, see ``analytics.server``), the demo library's check run cost the JVM 16-23 s
     of CPU with them compiled and 9-10 s interpreted (second to fourth run of one JVM).
+    ``spark.sql.codegen.factoryMode`` is an internal setting of Spark's (its own tests use
+    it); the synthetic answer key and the demo library give the same results with it.
     """
     small = events < SMALL_INPUT
     n = 1 if small else cores(spark)
