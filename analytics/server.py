@@ -96,8 +96,17 @@ def _answers(port: int) -> bool:
 
 
 def start(port: int = DEFAULT_PORT, master: str = "local[*]", driver_memory: str | None = None,
-          timeout_s: float = 120.0, state: Path | None = None) -> Server:
-    """Starts the server and waits until it accepts connections."""
+          timeout_s: float = 120.0, state: Path | None = None, quick_jit: bool = True) -> Server:
+    """Starts the server and waits until it accepts connections.
+
+    ``quick_jit``: the server's JVM compiles with its quick (C1) compiler only and collects
+    garbage in one thread (``session.SHORT_RUN_JVM``), as a short local check run does. The
+    server is there for small inputs, whose check runs are short and each plans new
+    queries: on a local JVM with the optimising (C2) compiler, as the server's was, its
+    threads were still compiling during the fourth check of the demo library (8.6 of the
+    JVM's 19 s of CPU for that run), on the same two cores as the tasks. A server meant
+    for large inputs, whose tasks run long enough to repay C2, passes False.
+    """
     state = state or state_dir()
     if not 0 < port < 65536:
         raise ServerError(f"--port {port}: expected 1..65535", 2)
@@ -117,16 +126,17 @@ def start(port: int = DEFAULT_PORT, master: str = "local[*]", driver_memory: str
                      "appender.console.target = SYSTEM_ERR\nappender.console.layout.type = PatternLayout\n"
                      "appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n\n")
     home = _spark_home()
-    from .session import local_cores
+    from .session import SHORT_RUN_JVM, local_cores
 
     cores = local_cores(master)
+    java_opts = [*(SHORT_RUN_JVM if quick_jit else ()), f"-Dlog4j2.configurationFile=file:{props}"]
     confs = {
         "spark.connect.grpc.binding.address": "127.0.0.1",
         "spark.connect.grpc.binding.port": str(port),
         "spark.ui.enabled": "false",
         "spark.sql.session.timeZone": "UTC",
         "spark.sql.adaptive.enabled": "false",  # see session.tune
-        "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{props}",
+        "spark.driver.extraJavaOptions": " ".join(java_opts),
         "spark.driver.bindAddress": "127.0.0.1",
         "spark.driver.host": "127.0.0.1",
     }

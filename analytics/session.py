@@ -139,7 +139,7 @@ SMALL_TRACE_BYTES = SMALL_INPUT * 400  # about as many trace bytes (the demo lib
 # parallel collector threads compete with the task threads for the same few cores, for code
 # that runs a few seconds at most. Demo library, cold, 2 cores at load 6-9: 110-122 s with
 # the defaults, 75 s with these (reading 34-46 -> 27 s, checks 55-60 -> 36 s).
-_SHORT_RUN_JVM = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC")
+SHORT_RUN_JVM = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC")
 
 
 def partition_for(spark: SparkSession, events: int) -> bool:
@@ -155,7 +155,14 @@ def partition_for(spark: SparkSession, events: int) -> bool:
     broadcasts, which cost less there than shuffling the large side of every join.
     A small input's queries are also interpreted, not compiled to Java (whole-stage code
     generation off): compiling some 80 stages with Janino cost more than running them on
-    12k events (demo library, cold, with ``_SHORT_RUN_JVM``: checks 36 -> 30 s, load 8-9).
+    12k events (demo library, cold, with ``SHORT_RUN_JVM``: checks 36 -> 30 s, load 8-9).
+    Nor are its single expressions (projections, predicates, orderings): every one
+    compiled is a new class for Janino and then the JVM's JIT to compile again, on every
+    check run, even on a warm JVM. On a warm local JVM with ``SHORT_RUN_JVM`` (the Connect
+    server's, see ``analytics.server``), the demo library's check run cost the JVM 16-23 s
+    of CPU with them compiled and 9-10 s interpreted (second to fourth run of one JVM).
+    ``spark.sql.codegen.factoryMode`` is an internal setting of Spark's (its own tests use
+    it); the synthetic answer key and the demo library give the same results with it.
     """
     small = events < SMALL_INPUT
     n = 1 if small else cores(spark)
@@ -165,10 +172,12 @@ def partition_for(spark: SparkSession, events: int) -> bool:
         spark.conf.set("spark.sql.files.minPartitionNum", "1")
         spark.conf.set("spark.sql.autoBroadcastJoinThreshold", "-1")
         spark.conf.set("spark.sql.codegen.wholeStage", "false")
+        spark.conf.set("spark.sql.codegen.factoryMode", "NO_CODEGEN")
     else:
         spark.conf.unset("spark.sql.files.minPartitionNum")
         spark.conf.unset("spark.sql.autoBroadcastJoinThreshold")
         spark.conf.unset("spark.sql.codegen.wholeStage")
+        spark.conf.unset("spark.sql.codegen.factoryMode")
     return small
 
 
@@ -217,7 +226,7 @@ def start(
 
     ``short_run`` (a local master and a small input, see ``SMALL_TRACE_BYTES``): the JVM
     compiles with its quick compiler only and collects garbage in one thread
-    (``_SHORT_RUN_JVM``).
+    (``SHORT_RUN_JVM``).
     """
     logging.getLogger("py4j").setLevel(logging.CRITICAL)
     active = SparkSession.getActiveSession()
@@ -235,7 +244,7 @@ def start(
         conf.set("spark.sql.shuffle.partitions", str(shuffle_partitions))
     if driver_memory:
         conf.set("spark.driver.memory", driver_memory)
-    driver_opts = list(_SHORT_RUN_JVM) if short_run and _is_local(master) else []
+    driver_opts = list(SHORT_RUN_JVM) if short_run and _is_local(master) else []
     jvm_log = None
     popen_kwargs = None
     if work_dir is not None:

@@ -63,3 +63,20 @@ def test_a_check_run_is_the_reading_pass_and_one_job_per_phase(spark, tmp_path):
     outcome = check_runs(spark, find_runs([str(tmp_path / "runs")]), tmp_path / "stage")
     assert outcome.violations  # the planted ones: phase 2 built details, not just counts
     assert outcome.cost.jobs == 3
+
+
+def test_a_small_input_is_interpreted_a_large_one_compiled(spark):
+    """A small input's queries compile neither stages nor single expressions (each
+    compiled class is JIT work on every check run); a larger input gets both back."""
+    from analytics.session import SMALL_INPUT, partition_for
+
+    try:
+        assert partition_for(spark, SMALL_INPUT - 1)
+        assert spark.conf.get("spark.sql.codegen.wholeStage") == "false"
+        assert spark.conf.get("spark.sql.codegen.factoryMode") == "NO_CODEGEN"
+        assert not partition_for(spark, SMALL_INPUT)
+        assert spark.conf.get("spark.sql.codegen.wholeStage") == "true"
+        assert spark.conf.get("spark.sql.codegen.factoryMode") == "FALLBACK"
+    finally:
+        tune(spark)
+        partition_for(spark, SMALL_INPUT)

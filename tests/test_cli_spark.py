@@ -50,3 +50,27 @@ def test_check_connect_refuses_a_bad_url_or_no_server(tmp_path, capsys):
     with pytest.raises(SystemExit) as exit_:
         main(["check", str(run_dir), "--connect", "sc://h:1", "--master", "local[1]"])
     assert exit_.value.code == 2
+
+
+def test_start_runs_the_server_on_the_quick_jit_unless_asked_not_to(tmp_path, monkeypatch):
+    """The server's JVM options, as handed to start-connect-server.sh (not run here)."""
+    import subprocess
+
+    from analytics import server
+    from analytics.session import SHORT_RUN_JVM
+
+    calls = []
+
+    def fake_run(args, **kwargs):
+        calls.append(args)
+        return subprocess.CompletedProcess(args, 1, "", "not started")
+
+    monkeypatch.setattr(server.subprocess, "run", fake_run)
+    for quick in (True, False):
+        with pytest.raises(server.ServerError):
+            server.start(_closed_port(), master="local[1]", state=tmp_path / str(quick), quick_jit=quick)
+    key = "spark.driver.extraJavaOptions="
+    opts = [next(a for a in args if a.startswith(key)).removeprefix(key) for args in calls]
+    assert all(flag in opts[0].split() for flag in SHORT_RUN_JVM)
+    assert not any(flag in opts[1].split() for flag in SHORT_RUN_JVM)
+    assert "-Dlog4j2.configurationFile=" in opts[0] and "-Dlog4j2.configurationFile=" in opts[1]
