@@ -9,10 +9,10 @@ the socket is readable, ``loop_write`` when it has something to send, ``loop_mis
 the keepalive), not in a network thread of its own: the profile of a request/reply showed
 a quarter of its CPU in paho's threads and in handing each packet between thread and
 loop, and a thread per connection waits in ``select()``, which cannot watch a socket
-numbered above 1024. The loop connects the socket (paho's own connect blocks) and
-reconnects after a lost connection, with paho's backoff. What a turn queues goes out in
-one write at its end, after the group commit that turn scheduled first. Every callback is
-handed on to the loop with ``call_soon``, so the runtime never runs inside paho.
+numbered above 1024. The loop connects the socket (paho's own connect blocks; see
+``paho_client``) and reconnects after a lost connection, with paho's backoff. What a turn
+queues goes out in one write at its end, after the group commit that turn scheduled first.
+Every callback is handed on to the loop with ``call_soon``: the runtime never runs in paho.
 
 A PUBACK rides behind the connection's next publish (or goes after ``ACK_DELAY_S``), as
 TCP's delayed ACK does: Mosquitto saves its persistence file after each PUBACK it reads, so
@@ -31,6 +31,8 @@ from collections.abc import Callable
 
 import paho.mqtt.client as paho
 from paho.mqtt.enums import CallbackAPIVersion, MQTTErrorCode
+
+from .paho_client import LoopClient
 
 QOS = 1
 _conn_ids = itertools.count(1)
@@ -72,19 +74,6 @@ def _connect_failure(exc: OSError) -> str:
     return os.strerror(exc.errno)
 
 
-class _LoopClient(paho.Client):
-    """paho's client with a socket the asyncio loop connected: paho's own connect is a
-    blocking ``socket.create_connection``, which would stall every runtime of the loop."""
-
-    connected_socket: socket.socket | None = None
-
-    def _create_socket_connection(self) -> socket.socket:
-        sock, self.connected_socket = self.connected_socket, None
-        if sock is None:
-            raise ConnectionError("no connected socket")  # reconnect() is only called with one
-        return sock
-
-
 class MqttConnection:
     def __init__(
         self,
@@ -116,7 +105,7 @@ class MqttConnection:
         # Why the last attempt to connect failed, until one succeeds.
         self._failure: str | None = None
         self._failed = asyncio.Event()
-        client = _LoopClient(
+        client = LoopClient(
             CallbackAPIVersion.VERSION2,
             client_id=client_id,
             clean_session=False,
