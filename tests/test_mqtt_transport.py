@@ -86,3 +86,48 @@ def test_a_failed_connect_is_named_as_the_socket_layer_names_it() -> None:
     assert _connect_failure(socket.gaierror(socket.EAI_NONAME, "Name or service not known")) == (
         "Name or service not known")
     assert _connect_failure(TimeoutError()) == "connection timed out"
+
+
+PUBLISH, PUBACK, DISCONNECT = 0x30, 0x40, 0xE0
+
+
+async def test_a_puback_rides_behind_the_next_publish_and_a_stop_sends_what_waits(
+    mosquitto_brokers: BrokerFactory,
+) -> None:
+    """Mosquitto saves its persistence file after each PUBACK it reads: a PUBACK sent ahead
+    of the reply it precedes held the reply up behind that save. It goes behind the
+    connection's next publish instead, or after a short delay, or at a stop."""
+    brokers = await mosquitto_brokers(["gbid1"])
+    host, port = brokers.endpoint("gbid1")
+    received: asyncio.Queue[int] = asyncio.Queue()
+    conn = MqttConnection(
+        gbid="gbid1", host=host, port=port, client_id="cc-ack", topic="cc-ack",
+        credentials=brokers.credentials("cc-ack"), loop=asyncio.get_running_loop(),
+        on_message=lambda _conn, payload, mid: received.put_nowait(mid),
+    )
+    conn.start()
+    sent: list[int] = []  # the type of every packet written, in order
+    try:
+        await conn.wait_connected(10)
+        send = conn._client._sock_send
+        conn._client._sock_send = lambda buf: (sent.append(buf[0] & 0xF0), send(buf))[1]
+        conn.publish(unicast_topic("cc-ack"), b"request")
+        first = await asyncio.wait_for(received.get(), 10)
+        del sent[:]
+        conn.ack(first)  # as a handled request is acknowledged; its reply follows
+        conn.publish(unicast_topic("cc-ack"), b"reply")
+        await until(lambda: PUBACK in sent)
+        assert sent[:2] == [PUBLISH, PUBACK]  # the broker reads the reply first
+        second = await asyncio.wait_for(received.get(), 10)
+        del sent[:]
+        conn.ack(second)  # nothing follows: it goes on its own
+        await until(lambda: PUBACK in sent)
+        third_mid = conn.publish(unicast_topic("cc-ack"), b"last")
+        third = await asyncio.wait_for(received.get(), 10)
+        assert third_mid > 0
+        del sent[:]
+        conn.ack(third)
+        await conn.stop()
+        assert sent == [PUBACK, DISCONNECT]
+    finally:
+        await conn.crash()

@@ -49,6 +49,15 @@ async def crash_with_unacknowledged_publishes(sim, consumer_cc, provider_cc, pro
     await consumer_cc.restart()
 
 
+def resent_by(run_dir, runtime: str) -> tuple[list[dict], list[dict]]:
+    """What a restarted runtime's outbox sent again: the one-way calls, and the rest. The
+    rest is what the restarted runtime published before its CONNACK was handled: a reply
+    whose PUBACK was still waiting when the broker went (``transport.mqtt``) comes again,
+    finds no route yet and makes the runtime look the receiver up."""
+    resent = events(run_dir, "msg.out", rt=runtime, resent=True)
+    return [e for e in resent if e["type"] == "o"], [e for e in resent if e["type"] != "o"]
+
+
 def delivered_once_each(run_dir, count: int) -> bool:
     deliveries = [e for e in events(run_dir, "msg.deliver", rt="provider-app") if e["type"] == "o"]
     return len(deliveries) == len({e["msg"] for e in deliveries}) == count
@@ -93,9 +102,11 @@ async def test_a_crashed_cc_resumes_only_a_session_the_broker_kept_and_loses_not
     attaches = events(tmp_path, "link.attach", rt="cc-consumer")
     assert [e["mode"] for e in attaches] == ["establish", mode]
     resumes = events(tmp_path, "link.resume", rt="cc-consumer")
+    calls, other = resent_by(tmp_path, "cc-consumer")
+    assert len(calls) == 5 and all(e["type"] == "rq" for e in other)
     # What was settled comes from the broker's PUBACKs for the five held before the crash.
-    assert [(e["resent"], e["settled"]) for e in resumes] == ([(5, 5)] if mode == "resume" else [])
-    assert len(events(tmp_path, "msg.out", rt="cc-consumer", resent=True)) == 5
+    assert [(e["resent"], e["settled"]) for e in resumes] == (
+        [(5 + len(other), 5)] if mode == "resume" else [])
     assert delivered_once_each(tmp_path, 5)
 
 
@@ -135,7 +146,9 @@ async def test_the_link_store_grants_the_durability_it_keeps_and_decides_the_res
     assert [(e["mode"], e["durability"]) for e in attaches] == [
         ("establish", granted), (after_crash, granted)]
     resumes = [(e["resent"], e["settled"]) for e in events(run, "link.resume", rt="cc-consumer")]
-    assert resumes == ([(5, 5)] if after_crash == "resume" else [])
+    calls, other = resent_by(run, "cc-consumer")
+    assert len(calls) == 5 and all(e["type"] == "rq" for e in other)
+    assert resumes == ([(5 + len(other), 5)] if after_crash == "resume" else [])
     assert delivered_once_each(run, 5)  # the outbox re-sent them whatever the store kept
 
 

@@ -274,32 +274,34 @@ class MqttEndpoint:
 
     # -- receiving -------------------------------------------------------------------
     def _on_message(self, conn: MqttConnection, payload: bytes, mid: int) -> None:
-        """Hold the message, acknowledge it, handle it, then let it go. A frame that is
-        dropped is acknowledged too (it was handled), so the broker's inflight window
-        never fills with frames nobody will take."""
+        """Handle the message, then acknowledge it once what handling wrote is committed. A
+        frame that is dropped is acknowledged too (it was handled), so the broker's inflight
+        window never fills with frames nobody will take.
+
+        Handling ends within this call, so the message is not held in the outbox and the
+        receiving link first: that row was put and deleted in the same turn, which commits
+        at its end or not at all, and cost two link operations and a statement per message."""
         if not self.host.running:
             return  # a crashed runtime acknowledges nothing: the broker keeps it
-        msg = tag = None
+        msg = None
         try:
             msg = self.host.mqtt_frame(payload, conn.gbid)
-            if msg is not None:
-                tag = _tag(msg)
-                self._live_sessions().received(conn, tag, payload)
         except Exception as exc:
             self.host.internal_error(exc, msg, "mqtt", conn.gbid)
             msg = None
         finally:
-            # After the commit of this turn: of the row, or of what handling it wrote.
+            # After the commit of this turn: of what handling it wrote.
             after_commit(self._ack_committed, self._live_sessions(), conn, mid)
-        if msg is not None and tag is not None:
-            self._handle(conn, tag, msg)
+        if msg is not None:
+            self.host.mqtt_message(msg, conn.gbid)  # guarded: never raises
 
     def _ack_committed(self, sessions: BrokerSessions, conn: MqttConnection, mid: int) -> None:
         if sessions is self.sessions and not sessions.closed:
             conn.ack(mid)
 
     def handle_again(self, conn: MqttConnection, tag: str, payload: bytes) -> None:
-        """A message received before a crash and never handled."""
+        """A message the outbox holds as received and never handled (see ``_on_message``:
+        only a file written by a runtime that held messages before handling them has one)."""
         msg = self.host.mqtt_frame(payload, conn.gbid)
         if msg is None:
             self._live_sessions().handled(conn, tag)

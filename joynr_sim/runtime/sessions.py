@@ -300,13 +300,6 @@ class BrokerSessions:
                 handled=resume.handled,
             )
 
-    def received(self, conn: MqttConnection, tag: str, payload: bytes) -> None:
-        """Hold a received message until it is handled; then the broker may forget it."""
-        self.outbox.put(INCOMING, conn.gbid, tag, conn.topic, payload)
-        link = self.registry.get_receiving_link(conn.gbid, conn.client_id)
-        if link.owner == conn.connection_id:
-            link.add_unsettled(tag, "received")
-
     def handled(self, conn: MqttConnection, tag: str) -> None:
         self.registry.get_receiving_link(conn.gbid, conn.client_id).settle(tag)
         self.outbox.delete(INCOMING, conn.gbid, tag)
