@@ -408,7 +408,11 @@ class FleetRunner:
         return None if got <= bound else f"{got} calls {key}, expected at most {bound}"
 
     def report(self) -> dict[str, Any]:
+        """Each process's own peak memory (the hosts', the runner's, the brokers'; an
+        in-process broker counts in the runner's): their sum bounds the run's total."""
         pids = sorted({r.pid for r in self.sim.runtimes.values() if getattr(r, "pid", None)})
+        brokers = sum(peak_mib(self.sim.brokers.pid(gbid)) for gbid in self.sim.gbids)
         return {**self.summary, "host_processes": len(pids), "host_peak_mib": round(sum(map(peak_mib, pids)), 1),
+                "runner_peak_mib": round(peak_mib(os.getpid()), 1), "broker_peak_mib": round(brokers, 1),
                 "windows": [asdict(w) for w in self.windows], "totals": self.totals()}
 
