@@ -260,15 +260,15 @@ class Simulation:
         try:
             if isinstance(self._hosts, JoinedHosts):
                 self._hosts.place(runtime_id, like=cc.runtime_id)  # on its cluster controller's machine
+            # A controller in a host is told over its control channel, without blocking this loop.
+            token = await cc.admit(runtime_id) if isinstance(cc, RemoteClusterController) else cc.admit(runtime_id)
             if self.processes:
                 runtime: LibjoynrRuntime | RemoteLibjoynr = RemoteLibjoynr(
-                    runtime_id, cc.cc_id, cc_address, token=cc.admit(runtime_id), options=kwargs, hosts=self._hosts,
+                    runtime_id, cc.cc_id, cc_address, token=token, options=kwargs, hosts=self._hosts,
                     group=self._group_of.get(cc.runtime_id), **self._common(),
                 )
             else:
-                runtime = LibjoynrRuntime(
-                    runtime_id, cc.cc_id, cc_address, token=cc.admit(runtime_id), **self._common(), **kwargs
-                )
+                runtime = LibjoynrRuntime(runtime_id, cc.cc_id, cc_address, token=token, **self._common(), **kwargs)
         except BaseException:
             await self.faults.forget(runtime_id)
             raise

@@ -136,6 +136,11 @@ class TraceWriter:
         except RuntimeError:
             return None
 
+    @property
+    def pending(self) -> bool:
+        """Whether this turn collected lines not yet handed to the operating system."""
+        return bool(self._lines)
+
     def flush(self) -> None:
         """Hand what this turn collected to the operating system now."""
         with self._lock:

@@ -205,7 +205,7 @@ class _FakeTable:
     def __init__(self, polls: int | None) -> None:
         self.polls, self.lookups = polls, 0
 
-    def lookup(self, participant_id: str) -> RoutingEntry | None:
+    async def fetch(self, participant_id: str) -> RoutingEntry | None:
         self.lookups += 1
         if self.polls is None or self.lookups <= self.polls:
             return None

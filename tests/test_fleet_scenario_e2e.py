@@ -42,6 +42,7 @@ async def test_a_restart_wave_passes_clean_and_duplicate_cc_ids_are_reported(spa
     manifest = json.loads((Path(wave.run_dir) / "run.json").read_text())
     fleet = manifest["fleet"]
     assert fleet["hosts"] == 2 and fleet["host_processes"] == 2
+    assert fleet["host_peak_mib"] > 0 and fleet["runner_peak_mib"] > 0 and fleet["broker_peak_mib"] > 0
     before, during = fleet["windows"]
     assert (before["name"], during["name"]) == ("before waves", "wave 0")
     assert before["started"] > 0 and during["started"] > 0

@@ -6,12 +6,16 @@ from __future__ import annotations
 
 import asyncio
 import os
+from types import SimpleNamespace
 
 import pytest
 
 from e2e_helpers import events, process_exists
+from joynr_sim.clock import SimClock
+from joynr_sim.host.host import Host
 from joynr_sim.runtime.participants import EchoProvider
 from joynr_sim.simulation import Simulation
+from joynr_sim.trace import TraceWriter
 
 
 def test_hosts_must_be_a_whole_number_and_need_processes(tmp_path):
@@ -91,3 +95,18 @@ async def test_a_clock_move_reaches_a_shared_host_once(tmp_path):
         assert asked.count("advance") == 1
         await sim.cluster_controller("cc3")  # started at the offset the host has
         assert asked.count("advance") == 1
+
+
+async def test_a_host_hands_every_pending_trace_line_to_the_os_before_it_answers(tmp_path):
+    """The runner may read the trace of what it asked for as soon as the answer comes: the
+    lines this turn collected (batched until its end) are written by then, and only the
+    traces that have some are flushed."""
+    host = Host(SimClock())
+    busy, idle = (TraceWriter(tmp_path, "run", rt, "libjoynr", lambda: 0, batched=True) for rt in ("busy", "idle"))
+    host.runtimes = {"busy": SimpleNamespace(trace=busy), "idle": SimpleNamespace(trace=idle)}
+    busy.emit("life.start", target="busy", target_kind="libjoynr")
+    assert busy.pending and not idle.pending
+    assert busy.path.read_bytes() == b""  # batched: not before the turn's end
+    host.flush_traces()  # in the same turn, as before an answer
+    assert b'"life.start"' in busy.path.read_bytes()
+    assert not busy.pending

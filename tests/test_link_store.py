@@ -520,3 +520,26 @@ def test_the_memory_store_keeps_nothing_for_a_restarted_registry():
     again = reg.reopen().get_sending_link("g", "cc1")
     assert again.terminus is None and again.unsettled == {}
     assert again.attach("c2", Terminus("t", 2), None).mode == "establish"
+
+
+def test_sqlite_store_generation_moves_with_every_holders_link_writes(tmp_path):
+    """The periodic steal check reads the store only when its link generation moved: a
+    link record written through another connection (another process's registry) or
+    through this object (registries in one process share it); not an unsettled delivery."""
+    mine = SqliteLinkStore(tmp_path / "links.db", synchronous="OFF", group_commit=True)
+    other_process = SqliteLinkStore(tmp_path / "links.db", synchronous="OFF", group_commit=True)
+    before = mine.link_generation()
+    assert before is not None and mine.link_generation() == before
+    mine.save(StoredLink("sending", "g", "cc1", Terminus("t", 2), (), "c1", "p"))
+    saved = mine.link_generation()
+    assert saved != before  # a registry sharing this object may have taken the link
+    mine.put_unsettled("sending", "g", "cc1", "m1", None)
+    mine.flush()
+    assert mine.link_generation() == saved
+    other_process.save(StoredLink("sending", "g", "cc1", Terminus("t", 2), (), "c2", "q"))
+    stolen = mine.link_generation()
+    assert stolen != saved
+    other_process.delete("sending", "g", "cc1")
+    assert mine.link_generation() != stolen
+    mine.close()
+    other_process.close()

@@ -302,12 +302,15 @@ class RemoteClusterController(CcAddresses, RemoteRuntime):
         self._ws_tokens: dict[str, str] = {}
         super().__init__(runtime_id or cc_id, **kwargs)
 
-    def admit(self, runtime_id: str) -> str:
-        """Provision a libjoynr runtime: its token, kept here so every process is given it."""
+    async def admit(self, runtime_id: str) -> str:
+        """Provision a libjoynr runtime: its token, kept here so every process is given it,
+        and handed to the running controller over the control channel. (A blocking query
+        held the runner's event loop until the host answered: with busy hosts, a fleet's
+        libjoynr runtimes started one at a time.)"""
         if runtime_id not in self._ws_tokens:
             self._ws_tokens[runtime_id] = secrets.token_hex(16)
             if self.running:
-                self.query("admit", runtime=self.runtime_id, client=runtime_id, token=self._ws_tokens[runtime_id])
+                await self._ask("admit", client=runtime_id, token=self._ws_tokens[runtime_id])
         return self._ws_tokens[runtime_id]
 
     @property

@@ -319,9 +319,12 @@ class Host:
         raise ProtocolError(f"op: {op!r} is not for a runtime")
 
     def flush_traces(self) -> None:
-        """Before an answer: the runner may read the trace of what it asked for."""
+        """Before an answer: the runner may read the trace of what it asked for. Only the
+        traces with lines pending: a flush of each of a host's hundreds of traces per answer
+        was a tenth of a fleet's start (its lock, per trace and answer)."""
         for runtime in self.runtimes.values():
-            runtime.trace.flush()
+            if runtime.trace.pending:
+                runtime.trace.flush()
 
     def close(self, runtime: Runtime) -> None:
         runtime.close()

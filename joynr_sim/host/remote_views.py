@@ -32,6 +32,13 @@ class RemoteTable:
             return None  # a runtime that is down has no table
         return entry_from_wire(self._ask("table_lookup", participant_id=participant_id, gbid=gbid))
 
+    async def fetch(self, participant_id: str, gbid: str | None = None) -> RoutingEntry | None:
+        """``lookup`` asked over the control channel: the runner's event loop goes on while
+        a busy host answers (a fleet's restart wave polls hundreds of tables)."""
+        if not self._runtime.running:
+            return None
+        return entry_from_wire(await self._runtime._ask("table_lookup", participant_id=participant_id, gbid=gbid))
+
     def put(self, participant_id: str, entry: RoutingEntry, origin: Origin | str = Origin.LOCAL) -> PutResult:
         wire = entry_to_wire(entry)
         return put_result_from_wire(self._ask("table_put", participant_id=participant_id, entry=wire,

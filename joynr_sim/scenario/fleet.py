@@ -65,8 +65,13 @@ REGISTER_CONCURRENCY = 10
 PROXY_CONCURRENCY = 20
 MAX_OPS_PER_S = 200.0  # load ops the runner sends a second
 OP_CONCURRENCY = 4  # calls of one op in flight at a time
+# A libjoynr runtime's purge (expired waiting messages and routes) every 5 s, not every
+# second: 11,000 runtimes' purges each second were a fifth of the hosts' CPU while they
+# started. What waits in a libjoynr runtime (while its controller restarts) expires up to
+# 5 s after its ttl; joynr's own routing-table cleanup runs once a minute.
+LIBJOYNR_PURGE_MS = 5000
 RECONNECT_TIMEOUT_S = 30.0  # for a restarted controller's libjoynr runtimes to announce their participants
-RECONNECT_POLL_S = 0.05
+RECONNECT_POLL_S = 0.25  # each poll asks the controller's host once per participant still missing
 Progress = Callable[[str], None]
 
 
@@ -190,7 +195,7 @@ class FleetRunner:
         apps, done[0] = f.cluster_controllers * f.libjoynr_per_cc, 0
 
         async def one_app(k: int, j: int) -> Any:
-            app = await sim.libjoynr(f"app{k}-{j}", self.ccs[k])
+            app = await sim.libjoynr(f"app{k}-{j}", self.ccs[k], purge_interval_ms=LIBJOYNR_PURGE_MS)
             self._tick(done, apps, "libjoynr runtimes started")
             return app
 
@@ -229,7 +234,9 @@ class FleetRunner:
     async def _reconnected(self, k: int) -> None:
         """Polls until every libjoynr participant of cluster controller ``k`` (its providers
         and proxies) has its WebSocketClient route in the restarted controller again: the
-        runtimes reconnected and announced them (addNextHop). Bounded by RECONNECT_TIMEOUT_S."""
+        runtimes reconnected and announced them (addNextHop). Bounded by RECONNECT_TIMEOUT_S.
+        Asked over the control channel (``fetch``): a blocking query per lookup held the
+        runner's loop while a busy host answered, hundreds of times a second in a wave."""
         f, cc = self.fleet, self.ccs[k]
         waiting = [f.provider_participant(k, i) for i in range(f.providers_per_cc)]
         waiting += [proxy.participant_id for _, proxy in self.pairs[k * f.proxies_per_cc:(k + 1) * f.proxies_per_cc]]
@@ -237,7 +244,7 @@ class FleetRunner:
         deadline = loop.time() + RECONNECT_TIMEOUT_S
         while True:
             waiting = [pid for pid in waiting
-                       if not isinstance(getattr(cc.table.lookup(pid), "address", None), WebSocketClientAddress)]
+                       if not isinstance(getattr(await cc.table.fetch(pid), "address", None), WebSocketClientAddress)]
             if not waiting:
                 return
             if loop.time() > deadline:
@@ -401,7 +408,11 @@ class FleetRunner:
         return None if got <= bound else f"{got} calls {key}, expected at most {bound}"
 
     def report(self) -> dict[str, Any]:
+        """Each process's own peak memory (the hosts', the runner's, the brokers'; an
+        in-process broker counts in the runner's): their sum bounds the run's total."""
         pids = sorted({r.pid for r in self.sim.runtimes.values() if getattr(r, "pid", None)})
+        brokers = sum(peak_mib(self.sim.brokers.pid(gbid)) for gbid in self.sim.gbids)
         return {**self.summary, "host_processes": len(pids), "host_peak_mib": round(sum(map(peak_mib, pids)), 1),
+                "runner_peak_mib": round(peak_mib(os.getpid()), 1), "broker_peak_mib": round(brokers, 1),
                 "windows": [asdict(w) for w in self.windows], "totals": self.totals()}
 

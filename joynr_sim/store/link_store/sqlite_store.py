@@ -80,6 +80,7 @@ class SqliteLinkStore:
         # (role, remote, link name, tag) -> ("put", state) | ("remove", None), in write order
         self._pending: dict[tuple[str, str, str, str], tuple[str, str | None]] = {}
         self._failed: LinkStoreError | None = None  # a group commit that failed, raised next
+        self._link_writes = 0  # saves and deletes of link records through this object
         self.batch = GroupCommit(self._commit_pending) if group_commit else None
         try:
             # Autocommit mode: transactions are explicit (BEGIN IMMEDIATE ... COMMIT).
@@ -147,6 +148,19 @@ class SqliteLinkStore:
                 raise
         except sqlite3.Error as e:
             raise LinkStoreError(f"{self.path}: link store write failed: {e}") from e
+
+    def link_generation(self) -> tuple[int, int] | None:
+        """What changes whenever a link's record may have: SQLite's data_version (commits
+        of other connections to the file: another process's registry) and the saves and
+        deletes of link records through this object (registries in this process share it).
+        Equal twice, no holder took a link in between, so a periodic steal check has
+        nothing to read. None when it cannot tell."""
+        try:
+            with self._lock:
+                version = self._db.execute("PRAGMA data_version").fetchone()[0]
+        except sqlite3.Error:
+            return None
+        return version, self._link_writes
 
     _LINK_COLUMNS = "role, remote_container_id, link_name, address, properties, durability, owner, holder"
 
@@ -223,6 +237,7 @@ class SqliteLinkStore:
             )
         self.flush()
         with self._lock:
+            self._link_writes += 1  # before: a failed write may still have changed the file
             self._transaction(statements)
 
     def delete(self, role: Role, remote_container_id: str, link_name: str) -> None:
@@ -230,6 +245,7 @@ class SqliteLinkStore:
         where = "WHERE role = ? AND remote_container_id = ? AND link_name = ?"
         self.flush()
         with self._lock:
+            self._link_writes += 1
             self._transaction([(f"DELETE FROM unsettled {where}", key),
                                (f"DELETE FROM links {where}", key)])
 
