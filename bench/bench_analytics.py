@@ -20,6 +20,7 @@ under 10 s on a warm Connect server and under 30 s cold.
 
 from __future__ import annotations
 
+import json
 import os
 import resource
 import subprocess
@@ -114,6 +115,10 @@ def _scale(tmp: Path, sizes: tuple[int, int]) -> tuple[list[dict], float]:
                              "unit": "found all, nothing else"})
             missing = set(CHECK_NAMES) - {r.name for r in outcome.results}
             assert not missing, missing
+            # The table comes at the end; a long run's figures so far survive its interruption.
+            for row in rows:
+                if row["group"] == group:
+                    print(json.dumps(row), flush=True)
     finally:
         jvm = peak_mib(handle.jvm_pid)
         handle.stop()
