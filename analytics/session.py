@@ -128,6 +128,7 @@ def tune(spark: SparkSession) -> None:
     spark.conf.set("spark.sql.adaptive.enabled", "false")
     spark.conf.unset("spark.sql.files.minPartitionNum")  # see partition_for()
     spark.conf.unset("spark.sql.autoBroadcastJoinThreshold")
+    spark.conf.unset("spark.sql.codegen.wholeStage")  # a small input's run must not leave it off
     spark.conf.set("spark.sql.maxConcurrentOutputFileWriters", "256")
     spark.conf.set("spark.sql.sources.parallelPartitionDiscovery.threshold", "4096")
 

@@ -3,8 +3,10 @@
 For 1M and 10M synthetic events (``--quick``: 100k and 1M), two run directories each:
 - the floor: Spark's JSON reader parses every field the checks read, in the same session,
   and writes nothing (the ``noop`` sink);
-- the checker (reading pass, Parquet stage, checks, slices; no trace cache) and its time
-  as a ratio to the floor; events per second; Spark jobs and tasks of the check run;
+- the checker (reading pass, Parquet stage, checks, slices; no trace cache): its time, and
+  the reading pass's and the checks' apart, each as a ratio to the floor; the JVM's CPU
+  seconds of each beside the wall time (2 shared cores: CPU time is the steadier
+  figure); events per second; Spark jobs and tasks of the check run; the load average;
 - whether every planted violation is found and nothing else;
 - the growth from the smaller size to the larger (10 = linear).
 Then the demo library (the runs of ``scenarios/``; ``JOYNR_BENCH_DEMO_RUNS=DIR`` reuses
@@ -18,6 +20,7 @@ under 10 s on a warm Connect server and under 30 s cold.
 
 from __future__ import annotations
 
+import json
 import os
 import resource
 import subprocess
@@ -40,11 +43,23 @@ def _label(n: int) -> str:
     return f"{n // 1_000_000}M" if n >= 1_000_000 else f"{n // 1000}k"
 
 
-def _floor(spark, runs) -> float:
+def _cpu_s(pid: int | None) -> float:
+    """User and system CPU seconds of a process so far, from /proc; 0 when unknown."""
+    if pid is None:
+        return 0.0
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _floor(spark, runs, jvm_pid: int | None) -> tuple[float, float]:
+    """Wall and JVM CPU seconds of parsing every checked field with the noop sink."""
     files = [str(p) for run in runs for p in run.trace_files]
-    started = time.perf_counter()
+    cpu, started = _cpu_s(jvm_pid), time.perf_counter()
     spark.read.schema(TRACE_V1).json(files).write.format("noop").mode("overwrite").save()
-    return time.perf_counter() - started
+    return time.perf_counter() - started, _cpu_s(jvm_pid) - cpu
 
 
 def _scale(tmp: Path, sizes: tuple[int, int]) -> tuple[list[dict], float]:
@@ -60,31 +75,38 @@ def _scale(tmp: Path, sizes: tuple[int, int]) -> tuple[list[dict], float]:
         generate(warm / "runs", 20_000, runs=2)
         (warm / "stage").mkdir()
         runs = find_runs([str(warm / "runs")])
-        _floor(handle.spark, runs)
+        pid = handle.jvm_pid
+        _floor(handle.spark, runs, pid)
         check_runs(handle.spark, runs, warm / "stage")
         for n in sizes:
             data = tmp / f"runs-{n}"
             key = generate(data, n, runs=2)
             runs = find_runs([str(data)])
-            floor = _floor(handle.spark, runs)
+            floor, floor_cpu = _floor(handle.spark, runs, pid)
             stage = tmp / f"stage-{n}"
             stage.mkdir()
-            started = time.perf_counter()
+            cpu, started = _cpu_s(pid), time.perf_counter()
             outcome = check_runs(handle.spark, runs, stage)
-            took = time.perf_counter() - started
+            took, took_cpu = time.perf_counter() - started, _cpu_s(pid) - cpu
             seconds[n] = took
-            events = outcome.stats.events
+            events, cost = outcome.stats.events, outcome.cost
             group = f"check {_label(n)} local[2]"
+            load_avg = round(os.getloadavg()[0], 1)
             rows += [
                 {"group": group, "name": "floor: parse the checked fields", "value": floor, "unit": "s",
-                 "events_per_s": round(events / floor)},
+                 "jvm_cpu_s": round(floor_cpu, 1), "events_per_s": round(events / floor), "load_avg": load_avg},
+                {"group": group, "name": "reading pass / floor", "value": cost.read_s / floor,
+                 "unit": "ratio", "seconds": round(cost.read_s, 2)},
+                {"group": group, "name": "checks / floor", "value": cost.check_s / floor, "unit": "ratio",
+                 "seconds": round(cost.check_s, 2), "slices_s": round(cost.slices_s, 2)},
                 {"group": group, "name": "checker / floor", "value": took / floor, "unit": "ratio (target <= 2)",
-                 "seconds": round(took, 2), "read_s": round(outcome.cost.read_s, 2),
-                 "check_s": round(outcome.cost.check_s, 2)},
+                 "seconds": round(took, 2), "jvm_cpu_s": round(took_cpu, 1),
+                 "cpu_ratio": round(took_cpu / floor_cpu, 2) if floor_cpu else None},
                 {"group": group, "name": "checker", "value": events / took, "unit": "events/s",
                  "events": events},
-                {"group": group, "name": "Spark jobs / tasks", "value": outcome.cost.jobs, "unit": "jobs",
-                 "tasks": outcome.cost.tasks},
+                {"group": group, "name": "Spark jobs", "value": cost.jobs, "unit": "jobs",
+                 "tasks": cost.tasks},
+                {"group": group, "name": "Spark tasks", "value": cost.tasks, "unit": "tasks"},
             ]
             for r in outcome.results:
                 found = sorted(v.key for v in r.violations)
@@ -93,13 +115,18 @@ def _scale(tmp: Path, sizes: tuple[int, int]) -> tuple[list[dict], float]:
                              "unit": "found all, nothing else"})
             missing = set(CHECK_NAMES) - {r.name for r in outcome.results}
             assert not missing, missing
+            # The table comes at the end; a long run's figures so far survive its interruption.
+            for row in rows:
+                if row["group"] == group:
+                    print(json.dumps(row), flush=True)
     finally:
         jvm = peak_mib(handle.jvm_pid)
         handle.stop()
     small, large = sizes
     rows.append({"group": "scale", "name": f"time {_label(large)} / time {_label(small)}",
                  "value": seconds[large] / seconds[small],
-                 "unit": f"ratio (target <= {1.1 * large / small:.0f}; {large // small} = linear)"})
+                 "unit": f"ratio (target <= {1.1 * large / small:.0f}; {large // small} = linear)",
+                 "load_avg": round(os.getloadavg()[0], 1)})
     return rows, jvm
 
 
