@@ -10,15 +10,18 @@ the keepalive), not in a network thread of its own: the profile of a request/rep
 a quarter of its CPU in paho's threads and in handing each packet between thread and
 loop, and a thread per connection waits in ``select()``, which cannot watch a socket
 numbered above 1024. The loop connects the socket (paho's own connect blocks; see
-``paho_client``) and reconnects after a lost connection, with paho's backoff. What a turn
-queues goes out in one write at its end, after the group commit that turn scheduled first.
-Every callback is handed on to the loop with ``call_soon``: the runtime never runs in paho.
+``paho_client``) and reconnects after a lost connection, with paho's backoff. What one turn
+of the loop queues (publishes, PUBACKs) goes out in one write at the turn's end, after the
+group commit that turn scheduled first. Every callback is handed on to the loop with
+``call_soon``, so the runtime never runs inside paho.
 
-A PUBACK rides behind the connection's next publish (or goes after ``ACK_DELAY_S``), as
-TCP's delayed ACK does: Mosquitto saves its persistence file after each PUBACK it reads, so
-a request's PUBACK sent while the provider worked had the broker saving when the reply came
-(a broker pass of 3.7 ms, 0.95 ms for the request; load 8). It never goes before its
-commit; one a crash or lost connection catches waiting is not sent: the broker resends.
+A PUBACK goes at the end of the turn that committed what handling its message wrote, not
+later. Holding it back for the connection's next publish or 5 ms (to spare the broker a
+persistence save ahead of a reply) was tried: in the library scenario
+inprocess-provider-stale-global-entry the controller is crashed right after its provider's
+registration, 6 ms after the GCD's reply arrived: its PUBACK was still waiting, and the
+broker delivered the reply again to the restarted controller, a duplicate delivery. A
+PUBACK that waits widens the window in which a crash costs a message twice.
 """
 
 from __future__ import annotations
@@ -39,9 +42,7 @@ _conn_ids = itertools.count(1)
 CONNECT_TIMEOUT_S = 5  # paho's own connect timeout
 RECONNECT_MIN_DELAY_S, RECONNECT_MAX_DELAY_S = 0.05, 1.0
 MISC_INTERVAL_S = 1.0  # how often paho checks the keepalive
-# A PUBACK waits this long at most (a provider's turnaround is 1-3 ms here); this many at
-# most wait (Mosquitto has 20 QoS 1 messages in flight per client).
-ACK_DELAY_S, MAX_DEFERRED_ACKS = 0.005, 10
+
 
 # joynr's multicast topic prefix (joynr.messaging.mqtt.topicprefix.multicast), the one the
 # brokers' grants allow (brokers.access.MULTICAST_PREFIX).
@@ -139,8 +140,6 @@ class MqttConnection:
         self._writer = False  # waiting for the socket to take more
         self._misc: asyncio.TimerHandle | None = None
         self._had_connack = False
-        self._acks: list[int] = []  # PUBACKs waiting for a publish to ride behind
-        self._ack_timer: asyncio.TimerHandle | None = None
 
     # -- paho on the asyncio loop ----------------------------------------------------
     def _paho_socket_open(self, client, userdata, sock) -> None:
@@ -149,7 +148,6 @@ class MqttConnection:
         self._loop.add_reader(sock, self._readable)
 
     def _paho_socket_close(self, client, userdata, sock) -> None:
-        self._drop_acks()  # packet ids of this connection: the broker sends those again
         self._loop.remove_reader(sock)
         if self._writer:
             self._writer = False
@@ -315,8 +313,6 @@ class MqttConnection:
         info = self._client.publish(topic, payload, qos=QOS)
         if info.rc not in (MQTTErrorCode.MQTT_ERR_SUCCESS, MQTTErrorCode.MQTT_ERR_NO_CONN):
             raise ConnectionError(f"gbid {self.gbid!r}: publish refused: {paho.error_string(info.rc)}")
-        if self._acks:  # queued behind the publish: the broker reads the publish first
-            self._send_acks()
         return info.mid
 
     def subscribe_multicast(self, topic_filter: str) -> None:
@@ -329,30 +325,14 @@ class MqttConnection:
         self._client.unsubscribe(topic_filter)
 
     def ack(self, mid: int) -> None:
-        """Acknowledge a received message (the module docstring says when the PUBACK goes)."""
-        self._acks.append(mid)
-        if len(self._acks) >= MAX_DEFERRED_ACKS:
-            self._send_acks()
-        elif self._ack_timer is None:
-            self._ack_timer = self._loop.call_later(ACK_DELAY_S, self._send_acks)
-
-    def _send_acks(self) -> None:
-        for mid in self._drop_acks():
-            self._client.ack(mid, QOS)
-
-    def _drop_acks(self) -> list[int]:
-        if self._ack_timer is not None:
-            self._ack_timer.cancel()
-            self._ack_timer = None
-        acks, self._acks = self._acks, []
-        return acks
+        """Acknowledge a received message: the broker may forget it."""
+        self._client.ack(mid, QOS)
 
     async def stop(self) -> None:
         """Graceful: DISCONNECT (paho closes the socket once it is written). Not connected
         from here on: the disconnect is no loss to report."""
         self._halt()
         self.connected.clear()
-        self._send_acks()  # a clean stop leaves the broker nothing to send again
         self._client.disconnect()
         if self._sock is not None:
             try:
