@@ -50,10 +50,8 @@ async def crash_with_unacknowledged_publishes(sim, consumer_cc, provider_cc, pro
 
 
 def resent_by(run_dir, runtime: str) -> tuple[list[dict], list[dict]]:
-    """What a restarted runtime's outbox sent again: the one-way calls, and the rest. The
-    rest is what the restarted runtime published before its CONNACK was handled: a reply
-    whose PUBACK was still waiting when the broker went (``transport.mqtt``) comes again,
-    finds no route yet and makes the runtime look the receiver up."""
+    """What a restarted runtime's outbox sent again: the one-way calls, and the rest (none:
+    a PUBACK goes at the end of its turn, so nothing the runtime handled comes again)."""
     resent = events(run_dir, "msg.out", rt=runtime, resent=True)
     return [e for e in resent if e["type"] == "o"], [e for e in resent if e["type"] != "o"]
 
@@ -104,6 +102,7 @@ async def test_a_crashed_cc_resumes_only_a_session_the_broker_kept_and_loses_not
     resumes = events(tmp_path, "link.resume", rt="cc-consumer")
     calls, other = resent_by(tmp_path, "cc-consumer")
     assert len(calls) == 5 and all(e["type"] == "rq" for e in other)
+    assert other == []
     # What was settled comes from the broker's PUBACKs for the five held before the crash.
     assert [(e["resent"], e["settled"]) for e in resumes] == (
         [(5 + len(other), 5)] if mode == "resume" else [])
@@ -148,6 +147,7 @@ async def test_the_link_store_grants_the_durability_it_keeps_and_decides_the_res
     resumes = [(e["resent"], e["settled"]) for e in events(run, "link.resume", rt="cc-consumer")]
     calls, other = resent_by(run, "cc-consumer")
     assert len(calls) == 5 and all(e["type"] == "rq" for e in other)
+    assert other == []
     assert resumes == ([(5 + len(other), 5)] if after_crash == "resume" else [])
     assert delivered_once_each(run, 5)  # the outbox re-sent them whatever the store kept
 
