@@ -167,4 +167,3 @@ def _size(path: Path) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
-

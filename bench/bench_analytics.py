@@ -104,8 +104,7 @@ def _scale(tmp: Path, sizes: tuple[int, int]) -> tuple[list[dict], float]:
                  "cpu_ratio": round(took_cpu / floor_cpu, 2) if floor_cpu else None},
                 {"group": group, "name": "checker", "value": events / took, "unit": "events/s",
                  "events": events},
-                {"group": group, "name": "Spark jobs", "value": cost.jobs, "unit": "jobs",
-                 "tasks": cost.tasks},
+                {"group": group, "name": "Spark jobs", "value": cost.jobs, "unit": "jobs"},
                 {"group": group, "name": "Spark tasks", "value": cost.tasks, "unit": "tasks"},
             ]
             for r in outcome.results:

@@ -253,8 +253,6 @@ def test_the_traces_of_a_joined_run_pass_the_spark_checks(hosts: Hosts) -> None:
     assert checked.returncode == 0, checked.stdout + checked.stderr
 
 
-
-
 async def test_host_groups_go_to_joined_hosts_and_a_crash_kills_the_group_there(hosts: Hosts) -> None:
     hosts.start("127.0.0.2")
     hosts.start("127.0.0.3")

@@ -86,4 +86,3 @@ def test_a_failed_connect_is_named_as_the_socket_layer_names_it() -> None:
     assert _connect_failure(socket.gaierror(socket.EAI_NONAME, "Name or service not known")) == (
         "Name or service not known")
     assert _connect_failure(TimeoutError()) == "connection timed out"
-
