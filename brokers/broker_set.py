@@ -51,6 +51,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING
 
 from . import access, mosquitto
+from .listeners import listens_on
 from .probe import CONNACK_CODES, connect_packet, probe, probe_blocking, reason
 from .spec import EXTERNAL, GBID_RE, BrokerSpec, ExternalBroker, parse_broker
 
@@ -539,10 +540,15 @@ class BrokerSet:
             else:
                 if code == 0:
                     return
-                raise BrokerError(
-                    f"gbid {b.gbid!r}: {self._kind} broker on port {b.port} refused the probe's "
-                    f"credentials (CONNACK return code {code}); {log_path}:\n{_tail(log_path)}"
-                )
+                if listens_on(b.process.pid, b.port) is not False:
+                    raise BrokerError(
+                        f"gbid {b.gbid!r}: {self._kind} broker on port {b.port} refused the probe's "
+                        f"credentials (CONNACK return code {code}); {log_path}:\n{_tail(log_path)}"
+                    )
+                # Another process took the port between our choice and our bind, and its
+                # broker refused us: ours fails its bind and exits (then a start on a fresh
+                # port follows), or binds once the other lets go.
+                last_error = f"port {b.port} is another process's, which refused the probe (CONNACK {code})"
             if time.monotonic() > deadline:
                 raise BrokerError(
                     f"gbid {b.gbid!r}: {self._kind} broker did not accept an MQTT CONNECT on "
