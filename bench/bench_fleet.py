@@ -13,8 +13,8 @@ runtimes purge every 5 s, as a fleet scenario's do (``joynr_sim.scenario.fleet``
 The broker saves its persistence after every ``AUTOSAVE`` counted changes
 (``Simulation(broker_autosave=)``; ``JOYNR_SIM_FLEET_AUTOSAVE=N`` chooses another, 1 is
 what scenarios run with): at 1, Mosquitto writes and fsyncs every session of the fleet
-twice per call on its only thread. The paho baseline runs on the same broker, so against
-the same setting.
+after every loop pass that read a PUBACK, on its only thread. The paho baseline runs on the
+same broker, so against the same setting.
 
 Baseline: one process per core, each with ``PAIRS`` pairs of paho clients bouncing QoS 1
 messages with ``WINDOW`` in flight per pair, for as long as the fleet's load ran (3 to
