@@ -7,14 +7,21 @@ cluster controllers, the size measured so far), each with M/N libjoynr runtimes
 in its host: the first provides ``joynrsim/Echo`` as ``echo-<k>``, the others each hold a
 proxy of the next cluster controller's provider (``echo-<k+1>``, a provisioned MQTT
 route), so every call crosses the broker twice (request and reply). Each consumer drives
-its calls inside its host (``load``), ``CONCURRENCY`` in flight at a time.
+its calls inside its host (``load``), ``CONCURRENCY`` in flight at a time. The libjoynr
+runtimes purge every 5 s, as a fleet scenario's do (``joynr_sim.scenario.fleet``).
+
+The broker saves its persistence after every ``AUTOSAVE`` counted changes
+(``Simulation(broker_autosave=)``; ``JOYNR_SIM_FLEET_AUTOSAVE=N`` chooses another, 1 is
+what scenarios run with): at 1, Mosquitto writes and fsyncs every session of the fleet
+after every loop pass that read a PUBACK, on its only thread. The paho baseline runs on the
+same broker, so against the same setting.
 
 Baseline: one process per core, each with ``PAIRS`` pairs of paho clients bouncing QoS 1
 messages with ``WINDOW`` in flight per pair, for as long as the fleet's load ran (3 to
 20 s).
 
 Rows: calls/s and lost calls of the fleet, the paho round trips/s, their ratio; CPU
-milliseconds per call (host processes and runner; the broker's is not counted); start-up
+milliseconds per call of the host processes and runner, and of the broker; start-up
 seconds (every runtime started and every proxy made) and peak memory (the sum of every
 host process's peak resident set, and the runner's).
 
@@ -38,9 +45,11 @@ from typing import Any
 import paho.mqtt.client as paho
 from paho.mqtt.enums import CallbackAPIVersion
 
+from brokers import mosquitto
 from joynr_sim.core.address import MqttAddress
 from joynr_sim.host.peak_memory import peak_mib
 from joynr_sim.runtime.participants import EchoProvider
+from joynr_sim.scenario.fleet import LIBJOYNR_PURGE_MS
 from joynr_sim.simulation import Simulation
 
 CONCURRENCY = 4  # calls in flight per consumer
@@ -48,6 +57,7 @@ CALLS = 20_000  # in all (--quick: 2,000), shared by the consumers, at least 10 
 PAIRS = 8  # paho client pairs per baseline process
 WINDOW = 4  # QoS 1 messages in flight per pair
 TTL_MS = 60_000
+AUTOSAVE = 1000  # broker changes between saves: two per call, so a save every 500 calls
 
 
 def fleet_size(quick: bool) -> tuple[int, int]:
@@ -61,6 +71,16 @@ def fleet_size(quick: bool) -> tuple[int, int]:
     if ccs < 2 or apps < 2 * ccs:
         raise SystemExit(f"JOYNR_SIM_FLEET: at least 2 cluster controllers and 2 runtimes each, got {spec!r}")
     return ccs, apps
+
+
+def autosave() -> int:
+    spec = os.environ.get("JOYNR_SIM_FLEET_AUTOSAVE")
+    if not spec:
+        return AUTOSAVE
+    try:
+        return mosquitto.check_autosave(int(spec))
+    except ValueError as exc:
+        raise SystemExit(f"JOYNR_SIM_FLEET_AUTOSAVE: {exc}") from None
 
 
 START_CONCURRENCY = 50  # runtime starts at a time
@@ -163,7 +183,7 @@ def paho_capacity(sim: Simulation, processes: int, seconds: float) -> float:
     return sum(rates)
 
 
-async def _fleet(ccs: int, apps: int, calls_per_consumer: int) -> dict[str, Any]:
+async def _fleet(ccs: int, apps: int, calls_per_consumer: int, saves: int) -> dict[str, Any]:
     # One host per core (Simulation(hosts="cores")), but at most CCS_PER_HOST cluster
     # controllers in one: the size measured so far. (It was a hard limit while paho ran a
     # select() thread per connection, which cannot watch a socket numbered above 1024;
@@ -172,7 +192,8 @@ async def _fleet(ccs: int, apps: int, calls_per_consumer: int) -> dict[str, Any]
     per_cc = apps // ccs
     with tempfile.TemporaryDirectory() as tmp:
         started = time.perf_counter()
-        async with Simulation(Path(tmp), gbids=["gbid1"], broker="mosquitto", faults=False, hosts=hosts) as sim:
+        async with Simulation(Path(tmp), gbids=["gbid1"], broker="mosquitto", faults=False, hosts=hosts,
+                              broker_autosave=saves) as sim:
             # One Mosquitto reload for every controller's login, not one each (a reload
             # re-checks every client connected by then).
             await asyncio.to_thread(sim.brokers.admit, [f"cc{k}" for k in range(ccs)])
@@ -188,9 +209,11 @@ async def _fleet(ccs: int, apps: int, calls_per_consumer: int) -> dict[str, Any]
             async def populate(k: int) -> list[tuple[Any, Any]]:
                 cc = controllers[k]
                 async with logins:  # the GCD, in the runner, answers an add within 10 s
-                    provider = await sim.libjoynr(f"app{k}-0", cc)
+                    provider = await sim.libjoynr(f"app{k}-0", cc, purge_interval_ms=LIBJOYNR_PURGE_MS)
                     await provider.register_provider("d", "joynrsim/Echo", EchoProvider(), participant_id=f"echo-{k}")
-                consumers = await _all(_bounded(starting, sim.libjoynr(f"app{k}-{i}", cc)) for i in range(1, per_cc))
+                consumers = await _all(
+                    _bounded(starting, sim.libjoynr(f"app{k}-{i}", cc, purge_interval_ms=LIBJOYNR_PURGE_MS))
+                    for i in range(1, per_cc))
                 proxies = await _all(c.create_proxy("joynrsim/Echo", f"echo-{(k + 1) % ccs}") for c in consumers)
                 return list(zip(consumers, proxies, strict=True))
 
@@ -200,7 +223,9 @@ async def _fleet(ccs: int, apps: int, calls_per_consumer: int) -> dict[str, Any]
             # Warm up every route, then measure.
             await _all(app.load(proxy.participant_id, proxy.provider_participant_id, "echo", ["w"],
                                   calls=2, concurrency=1, ttl_ms=TTL_MS) for app, proxy in pairs)
+            broker_pid = sim.brokers.pid("gbid1")
             cpu0 = sum(_cpu_seconds(pid) for pid in pids) + time.process_time()
+            broker0 = _cpu_seconds(broker_pid) if broker_pid else 0.0
             t0 = time.perf_counter()
             results = await _all(
                 app.load(proxy.participant_id, proxy.provider_participant_id, "echo", ["x" * 100],
@@ -208,6 +233,7 @@ async def _fleet(ccs: int, apps: int, calls_per_consumer: int) -> dict[str, Any]
                 for app, proxy in pairs)
             wall = time.perf_counter() - t0
             cpu = sum(_cpu_seconds(pid) for pid in pids) + time.process_time() - cpu0
+            broker_cpu = (_cpu_seconds(broker_pid) if broker_pid else 0.0) - broker0
             peak_mb = sum(peak_mib(pid) for pid in pids)
             runner_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
             paho_rate = await asyncio.to_thread(paho_capacity, sim, hosts, min(max(wall, 3.0), 20.0))
@@ -217,26 +243,31 @@ async def _fleet(ccs: int, apps: int, calls_per_consumer: int) -> dict[str, Any]
         for name, n in r["failed"].items():
             failed[name] = failed.get(name, 0) + n
     return {"hosts": hosts, "processes": len(pids), "calls": len(pairs) * calls_per_consumer, "ok": ok,
-            "failed": failed, "wall": wall, "cpu": cpu, "startup": startup_s, "peak_mb": peak_mb,
-            "runner_mb": runner_mb, "paho_rate": paho_rate}
+            "failed": failed, "wall": wall, "cpu": cpu, "broker_cpu": broker_cpu, "startup": startup_s,
+            "peak_mb": peak_mb, "runner_mb": runner_mb, "paho_rate": paho_rate}
 
 
 def run(quick: bool) -> list[dict]:
     ccs, apps = fleet_size(quick)
     consumers = apps - ccs
     calls = max(10, (CALLS // 10 if quick else CALLS) // consumers)
-    r = asyncio.run(_fleet(ccs, apps, calls))
-    group = f"mosquitto {ccs} CCs / {apps} runtimes, {r['hosts']} hosts"
+    saves = autosave()
+    r = asyncio.run(_fleet(ccs, apps, calls, saves))
+    group = f"mosquitto (autosave {saves}) {ccs} CCs / {apps} runtimes, {r['hosts']} hosts"
     rate = r["ok"] / r["wall"]
     return [
         {"group": group, "name": "fleet calls", "value": rate, "unit": "calls/s",
          "calls": r["calls"], "in_flight": (apps - ccs) * CONCURRENCY},
         {"group": group, "name": "calls lost or failed", "value": r["calls"] - r["ok"], "unit": "calls",
          "failed": r["failed"]},
-        {"group": group, "name": "paho QoS 1 round trips (same broker, same cores)", "value": r["paho_rate"],
-         "unit": "round trips/s", "in_flight": r["hosts"] * PAIRS * WINDOW},
+        {"group": group, "name": "paho QoS 1 round trips (same broker and autosave, same cores)",
+         "value": r["paho_rate"], "unit": "round trips/s", "in_flight": r["hosts"] * PAIRS * WINDOW},
         {"group": group, "name": "fleet calls ÷ paho round trips", "value": rate / r["paho_rate"], "unit": "ratio"},
+        {"group": group, "name": "CPU per call (hosts, runner and broker)",
+         "value": (r["cpu"] + r["broker_cpu"]) / max(r["ok"], 1) * 1e3, "unit": "ms"},
         {"group": group, "name": "CPU per call (hosts and runner)", "value": r["cpu"] / max(r["ok"], 1) * 1e3,
+         "unit": "ms"},
+        {"group": group, "name": "CPU per call (broker)", "value": r["broker_cpu"] / max(r["ok"], 1) * 1e3,
          "unit": "ms"},
         {"group": group, "name": "start-up (runtimes started, proxies made)", "value": r["startup"], "unit": "s"},
         {"group": group, "name": "peak memory of the host processes", "value": r["peak_mb"], "unit": "MiB",

@@ -23,8 +23,9 @@ them (SIGHUP) before ``credentials`` returns; logins asked for from several thre
 meanwhile share one reload.
 
 Sessions: amqtt keeps them in memory, so a broker stop or crash loses every persistent
-session and queued message; Mosquitto persists them in the run directory (see
-``brokers.mosquitto``). Either way a persistent session survives a *client's* crash.
+session and queued message; Mosquitto persists them in the run directory, saved after
+every ``autosave`` counted changes (default 1: every change; see ``brokers.mosquitto`` for
+what a SIGKILL loses under each). Either way a persistent session survives a *client's* crash.
 
 Longer than 400 lines because it is one class, the lifecycle of a set of broker
 processes (ports, locks, start, stop, crash, restart and their trace events, and the
@@ -135,6 +136,7 @@ class BrokerSet:
         broker: str = "amqtt",
         run_dir: Path | str | None = None,
         trace: TraceWriter | None = None,
+        autosave: int | None = None,
     ) -> None:
         if isinstance(gbids, str) or not gbids:
             raise ValueError(f"gbids: expected a non-empty list of GBIDs, got {gbids!r}")
@@ -152,6 +154,9 @@ class BrokerSet:
         self._spec = parse_broker(broker, gbids)
         self._kind = self._spec.kind
         self._external: dict[str, ExternalBroker] = self._spec.external
+        if autosave is not None and self._kind != "mosquitto":
+            raise ValueError(f"autosave: Mosquitto's save interval, for broker='mosquitto' only, not {self._kind}")
+        self.autosave = mosquitto.check_autosave(mosquitto.AUTOSAVE_CHANGES if autosave is None else autosave)
         self._mosquitto_binary = mosquitto.find_binary() if self._kind == "mosquitto" else None
         self._brokers = {g: _Broker(g, HOST) for g in gbids}
         self._secret: str | None = None
@@ -468,7 +473,7 @@ class BrokerSet:
             accounts = self._mosquitto_accounts(secret)
             b.loaded = accounts.write()  # it reads these files when it starts
         config = self.broker_dir / f"{b.gbid}.conf"
-        mosquitto.write_config(config, b.port, accounts, self.broker_dir / f"{b.gbid}.mosquitto")
+        mosquitto.write_config(config, b.port, accounts, self.broker_dir / f"{b.gbid}.mosquitto", self.autosave)
         return mosquitto.command(self._mosquitto_binary, config), env
 
     async def _start(self, b: _Broker, ev: str, may_move_port: bool) -> None:

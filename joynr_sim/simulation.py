@@ -60,6 +60,7 @@ class Simulation:
         *,
         gbids: list[str],
         broker: str = "amqtt",
+        broker_autosave: int | None = None,
         policy: str = "precedence",
         run_id: str | None = None,
         clock: SimClock | None = None,
@@ -81,7 +82,11 @@ class Simulation:
 
         join: the run name hosts on other machines joined (``joynr-sim host --join``); start
         waits for ``join_hosts`` of them and the runtimes' processes start there
-        (``joynr_sim.host.join``). Needs external brokers and ``faults=False``."""
+        (``joynr_sim.host.join``). Needs external brokers and ``faults=False``.
+
+        broker_autosave: Mosquitto's counted changes between saves of its persistence
+        (``brokers.mosquitto``); None, the default: 1, every change, so a broker's SIGKILL
+        loses nothing it acknowledged. Only with ``broker="mosquitto"``."""
         self.run_dir = Path(run_dir)
         self.gcd_last_seen_timeout_ms = gcd_last_seen_timeout_ms
         self.run_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -96,6 +101,7 @@ class Simulation:
             broker=broker,
             run_dir=self.run_dir,
             trace=TraceWriter(self.run_dir, self.run_id, "brokers", "broker", self.clock),
+            autosave=broker_autosave,
         )
         if not isinstance(processes, bool):
             raise ValueError(f"processes: expected true or false, got {processes!r}")

@@ -604,6 +604,50 @@ async def test_mosquitto_keeps_autosaved_session_across_crash(mosquitto_brokers:
     await in_thread(resume)
 
 
+@pytest.mark.parametrize(("autosave", "kept"), [(1, True), (1000, False)])
+async def test_mosquitto_autosave_interval_bounds_what_a_crash_loses(autosave: int, kept: bool, tmp_path: Path) -> None:
+    """At 1 a persistent session and its queued message are saved before the SIGKILL; at
+    1000 the handful of changes this makes (a session, a subscription, a PUBACK) never
+    reach a save, so the restarted broker has neither: what README "## Brokers" says."""
+    async with BrokerSet(["gbid-a"], broker="mosquitto", run_dir=tmp_path / "run", autosave=autosave) as brokers:
+        assert f"autosave_interval {autosave}\n" in (brokers.broker_dir / "gbid-a.conf").read_text()
+        client_id = unique("cc")
+
+        def store() -> None:
+            sub = Client(brokers, "gbid-a", client_id, clean_session=False).connect()
+            assert sub.subscribe(f"{client_id}/#")
+            sub.disconnect()
+            pub = Client(brokers, "gbid-a", unique("pub")).connect()
+            pub.publish(f"{client_id}/low", b"queued-before-crash")
+            pub.publish(f"{unique('barrier')}/low", b"")  # a later loop pass: the save is done
+            pub.disconnect()
+
+        await in_thread(store)
+        await brokers.crash_broker("gbid-a")
+        await brokers.restart_broker("gbid-a")
+
+        def resume() -> None:
+            sub = Client(brokers, "gbid-a", client_id, clean_session=False).connect()
+            assert sub.session_present is kept
+            if kept:
+                assert sub.receive().payload == b"queued-before-crash"
+            sub.disconnect()
+
+        await in_thread(resume)
+
+
+@pytest.mark.parametrize("bad", [0, -1, 1_000_001, True, 2.0, "10"])
+def test_mosquitto_autosave_must_be_a_count_of_changes(bad: object, tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="autosave: expected the number of changes"):
+        BrokerSet(["a"], broker="mosquitto", run_dir=tmp_path, autosave=bad)  # type: ignore[arg-type]
+
+
+def test_autosave_is_refused_for_brokers_without_mosquittos_persistence(tmp_path: Path) -> None:
+    for broker in ("amqtt", "a=mqtt://127.0.0.1:1"):
+        with pytest.raises(ValueError, match="for broker='mosquitto' only"):
+            BrokerSet(["a"], broker=broker, run_dir=tmp_path, autosave=1)
+
+
 # -- a runtime's connection: a failed connect is reported at once ----------------------
 
 

@@ -65,6 +65,12 @@ def test_the_base_loads_with_its_defaults() -> None:
     assert [w.line for w in f.waves] == [14, 15, 16]
     assert f.target_of(3, 1) == "p-0-0" and f.provider_participant(2, 0) == "p-2-0"
     assert f.expect == {"lost": 0} and f.expect_lines == {"lost": 17}
+    assert f.broker_autosave is None  # the broker saves after every change
+
+
+def test_a_fleet_may_choose_the_brokers_save_interval() -> None:
+    f = _load(BASE.replace("duration_s: 30", "duration_s: 30\n  broker_autosave: 1000")).fleet
+    assert f.broker_autosave == 1000
 
 
 @pytest.mark.parametrize("path", sorted(FLEET.glob("*.yaml")), ids=lambda p: p.name)
@@ -93,6 +99,8 @@ BAD = [
      r":9: fleet.population.colour: unknown key for population"),
     ("duration_s: 30", "duration_s: 30\n  size: 3", r":13: fleet.size: unknown key for fleet"),
     ("duration_s: 30", "duration_s: 86401", r":12: fleet.duration_s: must be at most 86400"),
+    ("duration_s: 30", "duration_s: 30\n  broker_autosave: 0", r":13: fleet.broker_autosave: must be at least 1"),
+    ("duration_s: 30", "duration_s: 30\n  broker_autosave: 2.5", r":13: fleet.broker_autosave: expected an integer"),
     ("{calls_per_second_per_proxy: 2}", "{calls_per_second_per_proxy: 0}",
      r":11: fleet.load.calls_per_second_per_proxy: must be at least 0.01"),
     ("{calls_per_second_per_proxy: 2}", "{calls_per_second_per_proxy: 2, ttl_ms: 600001}",

@@ -119,6 +119,16 @@ async def test_expect_lost_zero_fails_when_a_broker_crashes_for_good(tmp_path: P
     assert result.steps[2].title == "at 3 s: crash broker gbid1 (not restarted)" and result.steps[2].outcome == "ok"
 
 
+async def test_a_fleet_runs_on_a_broker_with_the_save_interval_it_chose(tmp_path: Path) -> None:
+    text = SMALL.read_text().replace("name: fleet-restart-wave-small", "name: fleet-autosave")
+    assert "  duration_s: 12\n" in text
+    path = tmp_path / "fleet-autosave.yaml"
+    path.write_text(text.replace("  duration_s: 12\n", "  broker_autosave: 1000\n  duration_s: 12\n"))
+    result = await run_scenario(load_scenario(path), tmp_path, hosts=2, seed=7)
+    assert result.passed, (result.failed_step, result.error)
+    assert "autosave_interval 1000\n" in (Path(result.run_dir) / "brokers" / "gbid1.conf").read_text()
+
+
 async def test_an_ordinary_scenario_runs_in_shared_hosts(tmp_path: Path) -> None:
     scenario = load_scenario(ROOT / "scenarios" / "proxy-for-local-provider.yaml")
     shared = await run_scenario(scenario, tmp_path / "shared", hosts=1)

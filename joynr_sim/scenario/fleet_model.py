@@ -86,6 +86,7 @@ class Fleet:
     expect_lines: Mapping[str, int]  # where each expectation is written
     population_line: int
     load_line: int
+    broker_autosave: int | None = None  # Mosquitto's changes between saves; None: every change
 
     @property
     def runtimes(self) -> int:
@@ -168,6 +169,7 @@ def fleet_from(block: Mapping[str, Any], backends: tuple[str, ...], line_of: Cal
         expect=given, line=line_of(("fleet",)),
         expect_lines={k: line_of(("fleet", "expect", k)) for k in given},
         population_line=line_of(("fleet", "population")), load_line=line_of(("fleet", "load")),
+        broker_autosave=block.get("broker_autosave"),
     )
     _check_ids(fleet, error)
     return fleet

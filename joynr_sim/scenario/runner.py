@@ -175,6 +175,7 @@ async def run_scenario(
             sim = Simulation(run_dir, gbids=list(scenario.backends), broker=broker, policy=result.policy,
                              run_id=result.run_id, seed=seed, gcd_store=gcd_store,
                              hosts=fleet_hosts(scenario.fleet, hosts) if scenario.fleet else hosts,
+                             broker_autosave=scenario.fleet.broker_autosave if scenario.fleet else None,
                              **(joined or {"faults": scenario.fleet is None}))
             trace = TraceWriter(run_dir, result.run_id, "runner", "runner", sim.clock)
             await sim.start()
