@@ -51,7 +51,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..core.address import WebSocketClientAddress
-from ..core.errors import JoynrTimeoutException
+from ..core.errors import JoynrRuntimeException, JoynrTimeoutException
 from ..host.peak_memory import peak_mib
 from ..runtime.participants import INTERFACES
 from ..simulation import Simulation
@@ -59,10 +59,10 @@ from ..trace import TraceWriter
 from .fleet_model import Fleet, Wave
 
 CCS_PER_HOST = 80  # the host size measured so far (bench fleet); open files bound it
-CC_START_CONCURRENCY = 40
-START_CONCURRENCY = 200
-REGISTER_CONCURRENCY = 50
-PROXY_CONCURRENCY = 200
+CC_START_CONCURRENCY = 20
+START_CONCURRENCY = 100
+REGISTER_CONCURRENCY = 20
+PROXY_CONCURRENCY = 50
 MAX_OPS_PER_S = 200.0  # load ops the runner sends a second
 OP_CONCURRENCY = 4  # calls of one op in flight at a time
 # A runtime's purge (expired waiting messages and routes) every 5 s, not every second:
@@ -71,6 +71,10 @@ OP_CONCURRENCY = 4  # calls of one op in flight at a time
 # controller restarts) expires up to 5 s after its ttl; joynr's own routing-table cleanup
 # runs once a minute.
 PURGE_MS = 5000
+# A provider's registration or a proxy's discovery that found no answer in its bound (a
+# starved host or GCD) is tried again, as joynr's arbitration looks up again every retry
+# interval until its discovery timeout: at most this many tries, then the start fails.
+START_TRIES = 3
 RECONNECT_TIMEOUT_S = 30.0  # for a restarted controller's libjoynr runtimes to announce their participants
 RECONNECT_POLL_S = 0.25  # each poll asks the controller's host once per participant still missing
 Progress = Callable[[str], None]
@@ -212,7 +216,7 @@ class FleetRunner:
             return app
 
         async def register(k: int, i: int) -> None:
-            await self._register(k, i)
+            await self._tried(lambda: self._register(k, i))
             registered[f.provider_participant(k, i)].set()
             tick("providers registered")
 
@@ -220,7 +224,8 @@ class FleetRunner:
             await registered[f.target_of(k, i)].wait()
             app = self.by_cc[k][f.providers_per_cc + i]
             async with lookups:
-                built = await app.discover_proxy(f.interface, participant_id=f.target_of(k, i), scope=f.proxy_scope)
+                built = await self._tried(lambda: app.discover_proxy(f.interface, participant_id=f.target_of(k, i),
+                                                                     scope=f.proxy_scope))
             self.pairs[k * f.proxies_per_cc + i] = (app, built)
             tick("proxies built")
 
@@ -263,6 +268,17 @@ class FleetRunner:
                 raise TimeoutError(f"{len(waiting)} libjoynr participants not announced again within "
                                    f"{RECONNECT_TIMEOUT_S:g} s (first: {waiting[0]})")
             await asyncio.sleep(RECONNECT_POLL_S)
+
+    async def _tried(self, action: Callable[[], Any]) -> Any:
+        """``action()`` again after a timeout (only then: an error reply is an answer), up to
+        START_TRIES tries; the retries are counted in the summary (``start_retries``)."""
+        for attempt in range(1, START_TRIES + 1):
+            try:
+                return await action()
+            except JoynrRuntimeException as exc:
+                if type(exc) not in (JoynrRuntimeException, JoynrTimeoutException) or attempt == START_TRIES:
+                    raise
+                self.summary["start_retries"] = self.summary.get("start_retries", 0) + 1
 
     def _tick(self, done: list[int], total: int, what: str) -> None:
         done[0] += 1
