@@ -8,11 +8,12 @@ per wave window, the expectations judged.
 Phases, each reported as a step of the run (so ``run.json``, the summary and the reports
 show them like the steps of any scenario):
 
-1. the population: the cluster controllers (their broker logins admitted up front in one
-   reload, then ``CC_START_CONCURRENCY`` at a time), the libjoynr runtimes in their
-   cluster controller's host (``START_CONCURRENCY`` at a time), the providers
-   (``REGISTER_CONCURRENCY`` at a time: the GCD, in the runner's process, answers each add
-   within its bound) and the proxies, discovered by participant id;
+1. the population, as a pipeline: the broker logins of all cluster controllers admitted
+   up front in one reload, then each controller started (``CC_START_CONCURRENCY`` at a
+   time), its libjoynr runtimes in its host (``START_CONCURRENCY``), its providers
+   registered (``REGISTER_CONCURRENCY``: the GCD, in the runner's process, answers each
+   add within its bound) and each proxy discovered by participant id once its target is
+   registered (``PROXY_CONCURRENCY``);
 2. the load, for ``duration_s``: each proxy's calls are a ``load`` control op carried out
    inside its host, one op per proxy per slice of ``slice_s`` seconds carrying
    ``rate × slice_s`` calls (a whole number), the proxies' ops spread evenly over the slice.
