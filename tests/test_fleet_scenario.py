@@ -299,3 +299,28 @@ async def test_register_providers_false_leaves_the_restarted_controllers_provide
     assert sorted(c.starts for c in runner.ccs) == [0, 0, 1, 1]
     assert all(app.registered == [] for apps in runner.by_cc for app in apps)
     assert all(c.table.lookups == 0 for c in runner.ccs)
+
+
+async def test_a_start_action_that_found_no_answer_is_tried_again_an_error_reply_is_not() -> None:
+    from joynr_sim.core.errors import JoynrRuntimeException, JoynrTimeoutException, ProviderRuntimeException
+    from joynr_sim.scenario.fleet import START_TRIES
+
+    runner = FleetRunner(_load(BASE).fleet, sim=None, trace=None, seed=1)  # type: ignore[arg-type]
+    tries = []
+
+    async def late(error: Exception, answer_at: int):
+        tries.append(error)
+        if len(tries) < answer_at:
+            raise error
+        return "proxy"
+
+    assert await runner._tried(lambda: late(JoynrTimeoutException("no reply within 10000 ms"), 2)) == "proxy"
+    assert runner.summary["start_retries"] == 1
+    tries.clear()
+    with pytest.raises(JoynrRuntimeException, match="no reply"):  # a lookup the controller gave up on
+        await runner._tried(lambda: late(JoynrRuntimeException("no reply"), START_TRIES + 1))
+    assert len(tries) == START_TRIES
+    tries.clear()
+    with pytest.raises(ProviderRuntimeException):  # an answer: not tried again
+        await runner._tried(lambda: late(ProviderRuntimeException("refused"), 2))
+    assert len(tries) == 1

@@ -99,14 +99,14 @@ async def test_a_clock_move_reaches_a_shared_host_once(tmp_path):
 
 async def test_a_host_hands_every_pending_trace_line_to_the_os_before_it_answers(tmp_path):
     """The runner may read the trace of what it asked for as soon as the answer comes: the
-    lines this turn collected (batched until its end) are written by then, and only the
-    traces that have some are flushed."""
+    lines this turn collected (batched until its end) are written by then, by the flushes
+    the traces queued, without the host asking each of its traces."""
     host = Host(SimClock())
     busy, idle = (TraceWriter(tmp_path, "run", rt, "libjoynr", lambda: 0, batched=True) for rt in ("busy", "idle"))
     host.runtimes = {"busy": SimpleNamespace(trace=busy), "idle": SimpleNamespace(trace=idle)}
     busy.emit("life.start", target="busy", target_kind="libjoynr")
     assert busy.pending and not idle.pending
     assert busy.path.read_bytes() == b""  # batched: not before the turn's end
-    host.flush_traces()  # in the same turn, as before an answer
+    await host.flush_traces()  # as before an answer
     assert b'"life.start"' in busy.path.read_bytes()
-    assert not busy.pending
+    assert not busy.pending and idle.path.read_bytes() == b""

@@ -68,7 +68,7 @@ class Server:
             reply = success(msg_id, result)
         except Exception as exc:  # every failure is the caller's to see, by name
             reply = failure(msg_id, exc)
-        self.host.flush_traces()
+        await self.host.flush_traces()
         try:
             frame = encode_frame(reply)
         except Exception as exc:  # a result the wire cannot carry

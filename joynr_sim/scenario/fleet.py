@@ -8,11 +8,12 @@ per wave window, the expectations judged.
 Phases, each reported as a step of the run (so ``run.json``, the summary and the reports
 show them like the steps of any scenario):
 
-1. the population: the cluster controllers (their broker logins admitted up front in one
-   reload, then ``CC_START_CONCURRENCY`` at a time), the libjoynr runtimes in their
-   cluster controller's host (``START_CONCURRENCY`` at a time), the providers
-   (``REGISTER_CONCURRENCY`` at a time: the GCD, in the runner's process, answers each add
-   within its bound) and the proxies, discovered by participant id;
+1. the population, as a pipeline: the broker logins of all cluster controllers admitted
+   up front in one reload, then each controller started (``CC_START_CONCURRENCY`` at a
+   time), its libjoynr runtimes in its host (``START_CONCURRENCY``), its providers
+   registered (``REGISTER_CONCURRENCY``: the GCD, in the runner's process, answers each
+   add within its bound) and each proxy discovered by participant id once its target is
+   registered (``PROXY_CONCURRENCY``);
 2. the load, for ``duration_s``: each proxy's calls are a ``load`` control op carried out
    inside its host, one op per proxy per slice of ``slice_s`` seconds carrying
    ``rate × slice_s`` calls (a whole number), the proxies' ops spread evenly over the slice.
@@ -51,7 +52,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..core.address import WebSocketClientAddress
-from ..core.errors import JoynrTimeoutException
+from ..core.errors import JoynrRuntimeException, JoynrTimeoutException
 from ..host.peak_memory import peak_mib
 from ..runtime.participants import INTERFACES
 from ..simulation import Simulation
@@ -59,17 +60,22 @@ from ..trace import TraceWriter
 from .fleet_model import Fleet, Wave
 
 CCS_PER_HOST = 80  # the host size measured so far (bench fleet); open files bound it
-CC_START_CONCURRENCY = 10
-START_CONCURRENCY = 50
-REGISTER_CONCURRENCY = 10
-PROXY_CONCURRENCY = 20
+CC_START_CONCURRENCY = 20
+START_CONCURRENCY = 100
+REGISTER_CONCURRENCY = 20
+PROXY_CONCURRENCY = 50
 MAX_OPS_PER_S = 200.0  # load ops the runner sends a second
 OP_CONCURRENCY = 4  # calls of one op in flight at a time
-# A libjoynr runtime's purge (expired waiting messages and routes) every 5 s, not every
-# second: 11,000 runtimes' purges each second were a fifth of the hosts' CPU while they
-# started. What waits in a libjoynr runtime (while its controller restarts) expires up to
-# 5 s after its ttl; joynr's own routing-table cleanup runs once a minute.
-LIBJOYNR_PURGE_MS = 5000
+# A runtime's purge (expired waiting messages and routes) every 5 s, not every second:
+# 11,000 runtimes' purges each second were a fifth of the hosts' CPU while they started,
+# and the controllers' a twelfth of the 300-controller start's. What waits (while a
+# controller restarts) expires up to 5 s after its ttl; joynr's own routing-table cleanup
+# runs once a minute.
+PURGE_MS = 5000
+# A provider's registration or a proxy's discovery that found no answer in its bound (a
+# starved host or GCD) is tried again, as joynr's arbitration looks up again every retry
+# interval until its discovery timeout: at most this many tries, then the start fails.
+START_TRIES = 3
 RECONNECT_TIMEOUT_S = 30.0  # for a restarted controller's libjoynr runtimes to announce their participants
 RECONNECT_POLL_S = 0.25  # each poll asks the controller's host once per participant still missing
 Progress = Callable[[str], None]
@@ -142,9 +148,13 @@ async def _bounded(limit: asyncio.Semaphore, coro: Any) -> Any:
 
 
 async def _all(coros: Any) -> list[Any]:
-    """Like gather, but the first failure cancels the rest."""
-    async with asyncio.TaskGroup() as group:
-        tasks = [group.create_task(c) for c in coros]
+    """Like gather, but the first failure cancels the rest and is raised itself (a step's
+    detail then names it, not "unhandled errors in a TaskGroup")."""
+    try:
+        async with asyncio.TaskGroup() as group:
+            tasks = [group.create_task(c) for c in coros]
+    except ExceptionGroup as failed:
+        raise failed.exceptions[0] from failed
     return [t.result() for t in tasks]
 
 
@@ -177,52 +187,60 @@ class FleetRunner:
 
     # -- the population ---------------------------------------------------------------------
     async def populate(self) -> None:
+        """Each controller's start runs on into its libjoynr runtimes and its providers'
+        registrations, and each proxy is discovered as soon as its runtime runs and its
+        target is registered: the phases overlap, so the hosts, the broker and the GCD
+        are busy together, each stage bounded by its own limit. (One phase after the
+        other, the 300-controller start waited on round trips with CPU left idle.)"""
         f, sim = self.fleet, self.sim
         started = time.perf_counter()
         gbids = list(f.gbids) or None
-        done = [0]
+        apps, providers, proxies = (f.cluster_controllers * n for n in (f.libjoynr_per_cc, f.providers_per_cc,
+                                                                          f.proxies_per_cc))
+        counts = {"controllers started": [0], "libjoynr runtimes started": [0], "providers registered": [0],
+                  "proxies built": [0]}
+        totals = dict(zip(counts, (f.cluster_controllers, apps, providers, proxies), strict=True))
+        logins, starting = asyncio.Semaphore(CC_START_CONCURRENCY), asyncio.Semaphore(START_CONCURRENCY)
+        lookups = asyncio.Semaphore(PROXY_CONCURRENCY)
+        registered = {f.provider_participant(k, i): asyncio.Event()
+                      for k in range(f.cluster_controllers) for i in range(f.providers_per_cc)}
+        self.ccs = [None] * f.cluster_controllers
+        self.by_cc = [[] for _ in range(f.cluster_controllers)]
+        self.pairs = [None] * proxies  # type: ignore[list-item]
 
-        async def one_cc(k: int) -> Any:
-            cc = await sim.cluster_controller(f"cc{k}", gbids)
-            self._tick(done, f.cluster_controllers, "controllers started")
-            return cc
+        def tick(what: str) -> None:
+            self._tick(counts[what], totals[what], what)
+
+        async def one_app(k: int, j: int) -> Any:
+            app = await sim.libjoynr(f"app{k}-{j}", self.ccs[k], purge_interval_ms=PURGE_MS)
+            tick("libjoynr runtimes started")
+            return app
+
+        async def register(k: int, i: int) -> None:
+            await self._tried(lambda: self._register(k, i))
+            registered[f.provider_participant(k, i)].set()
+            tick("providers registered")
+
+        async def proxy(k: int, i: int) -> None:
+            await registered[f.target_of(k, i)].wait()
+            app = self.by_cc[k][f.providers_per_cc + i]
+            async with lookups:
+                built = await self._tried(lambda: app.discover_proxy(f.interface, participant_id=f.target_of(k, i),
+                                                                     scope=f.proxy_scope))
+            self.pairs[k * f.proxies_per_cc + i] = (app, built)
+            tick("proxies built")
+
+        async def controller(k: int) -> None:
+            self.ccs[k] = await _bounded(logins, sim.cluster_controller(f"cc{k}", gbids, purge_interval_ms=PURGE_MS))
+            tick("controllers started")
+            self.by_cc[k] = await _all(_bounded(starting, one_app(k, j)) for j in range(f.libjoynr_per_cc))
+            await _all([*(_bounded(self.adds, register(k, i)) for i in range(f.providers_per_cc)),
+                        *(proxy(k, i) for i in range(f.proxies_per_cc))])
 
         # Every controller's login in one broker reload (Mosquitto re-checks each connected
         # client at a reload: a reload per login made a fleet's start grow with its square).
         await asyncio.to_thread(sim.brokers.admit, [f"cc{k}" for k in range(f.cluster_controllers)])
-        logins = asyncio.Semaphore(CC_START_CONCURRENCY)
-        self.ccs = await _all(_bounded(logins, one_cc(k)) for k in range(f.cluster_controllers))
-        apps, done[0] = f.cluster_controllers * f.libjoynr_per_cc, 0
-
-        async def one_app(k: int, j: int) -> Any:
-            app = await sim.libjoynr(f"app{k}-{j}", self.ccs[k], purge_interval_ms=LIBJOYNR_PURGE_MS)
-            self._tick(done, apps, "libjoynr runtimes started")
-            return app
-
-        starting = asyncio.Semaphore(START_CONCURRENCY)
-        runtimes = await _all(_bounded(starting, one_app(k, j))
-                              for k in range(f.cluster_controllers) for j in range(f.libjoynr_per_cc))
-        by_cc = self.by_cc = [runtimes[k * f.libjoynr_per_cc:(k + 1) * f.libjoynr_per_cc]
-                              for k in range(f.cluster_controllers)]
-        providers, done[0] = f.cluster_controllers * f.providers_per_cc, 0
-
-        async def register(k: int, i: int) -> None:
-            await self._register(k, i)
-            self._tick(done, providers, "providers registered")
-
-        await _all(_bounded(self.adds, register(k, i))
-                   for k in range(f.cluster_controllers) for i in range(f.providers_per_cc))
-        proxies, done[0] = f.cluster_controllers * f.proxies_per_cc, 0
-
-        async def proxy(k: int, i: int) -> tuple[Any, Any]:
-            app = by_cc[k][f.providers_per_cc + i]
-            built = await app.discover_proxy(f.interface, participant_id=f.target_of(k, i), scope=f.proxy_scope)
-            self._tick(done, proxies, "proxies built")
-            return app, built
-
-        lookups = asyncio.Semaphore(PROXY_CONCURRENCY)
-        self.pairs = await _all(_bounded(lookups, proxy(k, i))
-                                for k in range(f.cluster_controllers) for i in range(f.proxies_per_cc))
+        await _all(controller(k) for k in range(f.cluster_controllers))
         self.summary["startup_s"] = round(time.perf_counter() - started, 3)
 
     async def _register(self, k: int, i: int) -> None:
@@ -251,6 +269,17 @@ class FleetRunner:
                 raise TimeoutError(f"{len(waiting)} libjoynr participants not announced again within "
                                    f"{RECONNECT_TIMEOUT_S:g} s (first: {waiting[0]})")
             await asyncio.sleep(RECONNECT_POLL_S)
+
+    async def _tried(self, action: Callable[[], Any]) -> Any:
+        """``action()`` again after a timeout (only then: an error reply is an answer), up to
+        START_TRIES tries; the retries are counted in the summary (``start_retries``)."""
+        for attempt in range(1, START_TRIES + 1):
+            try:
+                return await action()
+            except JoynrRuntimeException as exc:
+                if type(exc) not in (JoynrRuntimeException, JoynrTimeoutException) or attempt == START_TRIES:
+                    raise
+                self.summary["start_retries"] = self.summary.get("start_retries", 0) + 1
 
     def _tick(self, done: list[int], total: int, what: str) -> None:
         done[0] += 1
@@ -353,7 +382,7 @@ class FleetRunner:
 
         async def twin(k: int) -> None:
             try:
-                await self.sim.cluster_controller(f"cc{k}", gbids, runtime_id=f"cc{k}-twin")
+                await self.sim.cluster_controller(f"cc{k}", gbids, runtime_id=f"cc{k}-twin", purge_interval_ms=PURGE_MS)
             except Exception as exc:
                 raise WaveError(f"start of cc{k}-twin: {type(exc).__name__}: {exc}") from exc
 
