@@ -1,16 +1,17 @@
 """paho's MQTT client as the asyncio loop runs it (``joynr_sim.transport.mqtt``).
 
-Three of paho's steps are replaced. Its reading: paho asks the socket for one byte (the
-packet type), then one per byte of the remaining length, then the rest, and once more to
-learn that nothing is left: four or five ``recv`` calls and a BlockingIOError per packet.
-Here one ``recv`` of up to ``RECV_BYTES`` fills a buffer that paho's reads are served from;
-``buffered`` tells the loop that bytes are held that the socket will not signal again.
-Then its connect, a blocking ``socket.create_connection``
+Three of paho's steps are replaced. Its connect, a blocking ``socket.create_connection``
 that would stall every runtime of the loop (the loop connects the socket and hands it
-over), and its decoding of a PUBACK of MQTT 3.1.1, which builds an MQTT 5 reason code and
-property set for every two-byte acknowledgement (30 us each, measured under load 11; a
-cluster controller's host profile showed paho's handling of one received PUBACK at 4.7%
-of the process's CPU). Every other packet, and every other protocol version, is paho's.
+over). Its reading: paho asks the socket for one byte (the packet type), then one per
+byte of the remaining length, then the rest, and once more to learn that nothing is left:
+four or five ``recv`` calls and a BlockingIOError per packet (paho's reading was 7% of a
+fleet host's CPU); here one ``recv`` of up to ``RECV_BYTES`` fills a buffer that paho's
+reads are served from, and ``buffered`` tells the loop that bytes are held that the
+socket will not signal again. And its decoding of a PUBACK of MQTT 3.1.1, which builds an
+MQTT 5 reason code and property set for every two-byte acknowledgement (30 us each,
+measured under load 11; a cluster controller's host profile showed paho's handling of one
+received PUBACK at 4.7% of the process's CPU). Every other packet, and every other
+protocol version, is paho's.
 """
 
 from __future__ import annotations
