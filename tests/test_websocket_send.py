@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
+from joynr_sim.runtime.base import Runtime
 from joynr_sim.transport.websocket import WebSocketClient, WebSocketServer
 
 
@@ -84,3 +85,23 @@ async def test_a_frame_for_no_connection_fails_and_a_crash_drops_what_waits() ->
         assert b"held" not in frames
     finally:
         await server.stop()
+
+
+async def test_a_send_handed_over_before_a_halt_does_not_run_after_it() -> None:
+    """A runtime schedules each frame where a spawned task would have started; a crash or
+    stop in between cancels it as it cancelled the task, even when the runtime is started
+    again before the loop gets to it."""
+    class Scheduling:  # the two methods under test, without a whole runtime
+        _life = 0
+        _soon = Runtime._soon
+        _in_same_life = Runtime._in_same_life
+
+    runtime = Scheduling()
+    sent: list[str] = []
+    runtime._soon(sent.append, "before")
+    await asyncio.sleep(0)
+    runtime._soon(sent.append, "halted")
+    runtime._life += 1  # what _halt does
+    runtime._soon(sent.append, "after")
+    await asyncio.sleep(0)
+    assert sent == ["before", "after"]
