@@ -86,3 +86,37 @@ def test_a_failed_connect_is_named_as_the_socket_layer_names_it() -> None:
     assert _connect_failure(socket.gaierror(socket.EAI_NONAME, "Name or service not known")) == (
         "Name or service not known")
     assert _connect_failure(TimeoutError()) == "connection timed out"
+
+
+async def test_packets_read_together_are_all_handled_without_more_bytes(mosquitto_brokers: BrokerFactory) -> None:
+    """One recv can hold many packets; paho handles at most as many per read as it has
+    messages in flight (here none): the rest must not wait for the socket's next bytes."""
+    brokers = await mosquitto_brokers(["gbid1"])
+    host, port = brokers.endpoint("gbid1")
+    received: list[bytes] = []
+    conns = [
+        MqttConnection(
+            gbid="gbid1", host=host, port=port, client_id=name, topic=name,
+            credentials=brokers.credentials(name), loop=asyncio.get_running_loop(),
+            on_message=lambda conn, payload, mid: (received.append(payload), conn.ack(mid)),
+        )
+        for name in ("cc-send", "cc-take")
+    ]
+    sender, taker = conns
+    for conn in conns:
+        conn.start()
+    try:
+        for conn in conns:
+            await conn.wait_connected(10)
+        taker._client.socket().setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
+        asyncio.get_running_loop().remove_reader(taker._sock)  # let the broker's packets pile up
+        for n in range(50):
+            sender.publish(unicast_topic("cc-take"), b"%d" % n)
+        await asyncio.sleep(0.5)
+        assert not received
+        asyncio.get_running_loop().add_reader(taker._sock, taker._readable)
+        await until(lambda: len(received) == 50, timeout=5)
+        assert received == [b"%d" % n for n in range(50)]
+    finally:
+        for conn in conns:
+            await conn.crash()

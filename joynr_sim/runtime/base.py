@@ -18,7 +18,7 @@ import asyncio
 import random
 import traceback
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -116,6 +116,7 @@ class Runtime:
         self.trace = TraceWriter(self.run_dir, run_id, runtime_id, self.kind, clock, batched=True)
         self.running = False
         self._tasks: set[asyncio.Task] = set()
+        self._life = 0  # one more at every halt: what was scheduled before it does not run
         self._reset_state()
 
     # -- state that a crash loses ------------------------------------------------------
@@ -202,6 +203,7 @@ class Runtime:
 
     def _halt(self) -> None:
         self.running = False
+        self._life += 1
         self.subscriptions.arm()  # not running: the timer is cancelled
         self._unsubscribe_clock()
         for task in list(self._tasks):
@@ -216,6 +218,16 @@ class Runtime:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return task
+
+    def _soon(self, callback: Callable[..., None], *args: Any) -> None:
+        """Run callback where a task spawned now would take its first step (after what is
+        already scheduled, such as this turn's trace write), unless this runtime halts
+        first, as a spawned task would be cancelled; a handle costs far less than a task."""
+        asyncio.get_running_loop().call_soon(self._in_same_life, self._life, callback, args)
+
+    def _in_same_life(self, life: int, callback: Callable[..., None], args: tuple[Any, ...]) -> None:
+        if life == self._life:
+            callback(*args)
 
     def spawn(self, coro) -> asyncio.Task:
         """Run a coroutine for as long as this runtime runs (a crash cancels it)."""

@@ -331,7 +331,7 @@ class ClusterController(CcAddresses, Runtime):
             if refused is not None:
                 self.carry_out(self.router.send_failed(msg, address, *refused))
         elif isinstance(address, WebSocketClientAddress):
-            self._spawn(self._send_ws(msg, address))
+            self._soon(self._send_ws, msg, address)
 
     def _multicast_topic(self, gbid: str, topic: str, subscribe: bool) -> None:
         """A multicast's first receiver here wants its topic from a backend, or its last went."""
@@ -341,10 +341,9 @@ class ClusterController(CcAddresses, Runtime):
             full = self.endpoint.unsubscribe_multicast(gbid, topic)
         self.emit("mc.subscribe" if subscribe else "mc.unsubscribe", gbid=gbid, topic=full)
 
-    async def _send_ws(self, msg: JoynrMessage, address: WebSocketClientAddress) -> None:
+    def _send_ws(self, msg: JoynrMessage, address: WebSocketClientAddress) -> None:
         assert self.ws_server is not None
-        if not await self.ws_server.send(address.id, encode(msg)):
-            self.carry_out(self.router.send_failed(msg, address))
+        self.ws_server.send_soon(address.id, encode(msg), lambda: self.carry_out(self.router.send_failed(msg, address)))
 
     async def _resolve(self, participant_id: str) -> None:
         """A message waits for a participant this CC has no route for (e.g. after a

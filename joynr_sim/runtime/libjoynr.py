@@ -131,11 +131,15 @@ class LibjoynrRuntime(Runtime):
             self.table.put(participant_id, RoutingEntry(self.cc_address, False, FOREVER_MS), "routing-provider")
 
     def _transmit(self, msg: JoynrMessage, address: Address) -> None:
-        self._spawn(self._send_ws(msg, address))
+        self._soon(self._send_ws, msg, address)
 
-    async def _send_ws(self, msg: JoynrMessage, address: Address) -> None:
-        if self.ws is None or not await self.ws.send(encode(msg)):
+    def _send_ws(self, msg: JoynrMessage, address: Address) -> None:
+        def failed() -> None:
             self.carry_out(self.router.send_failed(msg, address))
+        if self.ws is None:
+            failed()
+        else:
+            self.ws.send_soon(encode(msg), failed)
 
     # -- the cluster controller's routing provider ---------------------------------------
     async def _routing_call(self, method: str, params: list[Any]) -> Any:

@@ -182,7 +182,13 @@ class MqttConnection:
             self._loop.add_writer(sock, self._write)
 
     def _readable(self) -> None:
-        self._client.loop_read()
+        client = self._client
+        client.loop_read()
+        # paho reads at most as many packets per call as messages are in flight; what its
+        # buffered reads hold beyond that would otherwise wait for the socket's next bytes.
+        # Each call takes at least one byte of them or closes the socket, which drops them.
+        while client.buffered and self._sock is not None:
+            client.loop_read()
 
     def _tick(self) -> None:
         self._client.loop_misc()
