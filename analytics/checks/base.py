@@ -90,11 +90,12 @@ class CheckContext:
         shuffled hash join in the query's own job, at any input size. A broadcast costs a
         job of its own (adaptive execution is off; a local relation's too, in Spark 4):
         on the demo library 26 of a check run's 28 jobs were broadcasts, in chains, and
-        29 of 32 at 1M synthetic events. Hashed, a check run is three jobs at any size;
-        at 1M its checks cost the JVM about as much CPU (phase 1 and 2 together 74-80 s
-        hashed, 69 s broadcast, alternating in one JVM at load 12-20), and the joins that
-        would shuffle every event by a key the driver knows are lookups instead (the
-        policy of a run directory)."""
+        29 of 32 at 1M synthetic events. Hashed, a check run is three jobs at any size.
+        At 1M its two phases cost the JVM 74-103 s of CPU hashed and 69-100 s broadcast
+        (four runs each, load 12-25): phase 2 more, shuffling the routing-table events
+        where a broadcast left them in place, phase 1 less. A join that would shuffle
+        every event by a key the driver knows is a lookup instead (the policy of a run
+        directory)."""
         return df.hint("shuffle_hash")
 
     def has(self, *evs: str) -> bool:
