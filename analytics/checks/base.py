@@ -92,7 +92,7 @@ class CheckContext:
         on the demo library 26 of a check run's 28 jobs were broadcasts, in chains, and
         29 of 32 at 1M synthetic events. Hashed, a check run is three jobs at any size.
         At 1M its two phases cost the JVM 74-103 s of CPU hashed and 69-100 s broadcast
-        (four runs each, load 12-25): phase 2 more, shuffling the routing-table events
+        (four runs broadcast, five hashed, load 8-25): phase 2 more, shuffling the routing-table events
         where a broadcast left them in place, phase 1 less. A join that would shuffle
         every event by a key the driver knows is a lookup instead (the policy of a run
         directory)."""
