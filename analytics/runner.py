@@ -127,7 +127,7 @@ def run_checks(
     storm_window_ms: int = 10_000,
     max_details: int = 1000,
 ) -> Outcome:
-    one_job = partition_for(spark, loaded.stats.events)
+    partition_for(spark, loaded.stats.events)
     policies = rows_frame(
         spark,
         [(str(r.dir), r.policy, judged_policy(r.policy)) for r in runs],
@@ -135,7 +135,7 @@ def run_checks(
     )
     ctx = CheckContext(
         spark, loaded.events, policies, storm_steals, storm_window_ms, loaded.ev_counts,
-        {str(r.dir): r.policy for r in runs}, one_job=one_job,
+        {str(r.dir): r.policy for r in runs},
     )
     started = time.perf_counter()
     checks = [CHECKS[name] for name in names or list(CHECKS)]

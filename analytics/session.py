@@ -127,7 +127,9 @@ def tune(spark: SparkSession) -> None:
         spark.conf.set("spark.sql.shuffle.partitions", str(n))
     spark.conf.set("spark.sql.adaptive.enabled", "false")
     spark.conf.unset("spark.sql.files.minPartitionNum")  # see partition_for()
-    spark.conf.unset("spark.sql.autoBroadcastJoinThreshold")
+    # No join is broadcast, not even of a small scan: each broadcast is a job (see
+    # CheckContext.small).
+    spark.conf.set("spark.sql.autoBroadcastJoinThreshold", "-1")
     spark.conf.unset("spark.sql.codegen.wholeStage")  # a small input's run must not leave it off
     spark.conf.set("spark.sql.maxConcurrentOutputFileWriters", "256")
     spark.conf.set("spark.sql.sources.parallelPartitionDiscovery.threshold", "4096")
@@ -144,16 +146,13 @@ SHORT_RUN_JVM = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC")
 
 
 def partition_for(spark: SparkSession, events: int) -> bool:
-    """Partitions and joins of a check run by its input; True for a small one.
+    """Partitions and code generation of a check run by its input; True for a small one.
 
     A small input (under ``SMALL_INPUT`` events) is checked in one partition, scans
-    included, and without broadcast joins: a check run's query is some 80 stages whose
-    tasks run for milliseconds, so a second task per stage doubled scheduling, not work
-    (demo library, 11,895 events: tasks 251 -> 132, the JVM's CPU time a fifth less), and
-    without adaptive execution every broadcast is a job of its own that collects its side
-    to the driver first (26 of the 28 jobs there, in chains): the check run is then the
-    reading pass and one job per phase. A larger input keeps a partition per core and
-    broadcasts, which cost less there than shuffling the large side of every join.
+    included: a check run's query is some 80 stages whose tasks run for milliseconds, so a
+    second task per stage doubled scheduling, not work (demo library, 11,895 events: tasks
+    251 -> 132, the JVM's CPU time a fifth less). A larger input keeps a partition per
+    core. Neither broadcasts (``tune``, ``CheckContext.small``).
     A small input's queries are also interpreted, not compiled to Java (whole-stage code
     generation off): compiling some 80 stages with Janino cost more than running them on
     12k events (demo library, cold, with ``SHORT_RUN_JVM``: checks 36 -> 30 s, load 8-9).
@@ -171,12 +170,10 @@ def partition_for(spark: SparkSession, events: int) -> bool:
         spark.conf.set("spark.sql.shuffle.partitions", str(n))
     if small:
         spark.conf.set("spark.sql.files.minPartitionNum", "1")
-        spark.conf.set("spark.sql.autoBroadcastJoinThreshold", "-1")
         spark.conf.set("spark.sql.codegen.wholeStage", "false")
         spark.conf.set("spark.sql.codegen.factoryMode", "NO_CODEGEN")
     else:
         spark.conf.unset("spark.sql.files.minPartitionNum")
-        spark.conf.unset("spark.sql.autoBroadcastJoinThreshold")
         spark.conf.unset("spark.sql.codegen.wholeStage")
         spark.conf.unset("spark.sql.codegen.factoryMode")
     return small

@@ -51,18 +51,24 @@ def test_candidates_beyond_the_limit_stay_distributed_with_the_same_rows(spark, 
     ctx.release()
 
 
-def test_a_check_run_is_the_reading_pass_and_one_job_per_phase(spark, tmp_path):
-    """A small input joins without broadcasts: each would be a job of its own (adaptive
-    execution is off); with them this run took 18 jobs."""
+@pytest.mark.parametrize("events", [2000, 50_000])
+def test_a_check_run_is_the_reading_pass_and_one_job_per_phase(spark, tmp_path, events):
+    """No join broadcasts: each broadcast would be a job of its own (adaptive execution is
+    off). With them the small run took 18 jobs and an input from ``SMALL_INPUT`` events
+    (a partition per core, compiled) 32. The planted violations are found, and nothing else."""
     from analytics.inputs import find_runs
     from analytics.runner import check_runs
+    from analytics.session import SMALL_INPUT
     from analytics.synthetic import generate
 
-    generate(tmp_path / "runs", events=2000, runs=2, workers=1)
+    answer = generate(tmp_path / "runs", events=events, runs=2, workers=1)
     (tmp_path / "stage").mkdir()
     outcome = check_runs(spark, find_runs([str(tmp_path / "runs")]), tmp_path / "stage")
-    assert outcome.violations  # the planted ones: phase 2 built details, not just counts
+    assert (outcome.stats.events >= SMALL_INPUT) == (events >= SMALL_INPUT)
     assert outcome.cost.jobs == 3
+    for result in outcome.results:
+        assert sorted(v.key for v in result.violations) == answer["planted"][result.name], result.name
+        assert result.count == len(result.violations), result.name
 
 
 def test_a_small_input_is_interpreted_a_large_one_compiled(spark):

@@ -35,7 +35,6 @@ class CheckContext:
     storm_window_ms: int = 10_000
     ev_counts: dict[str, int] | None = None  # known counts per ev spare a Spark job
     declared: dict[str, str | None] | None = None  # run_dir -> declared policy, as policies holds
-    one_job: bool = False  # a small input: every join within the query's own job (see small)
     _shared: dict[str, DataFrame] = field(default_factory=dict)
     _found: dict[str, dict[str, DataFrame]] = field(default_factory=dict)
 
@@ -87,13 +86,17 @@ class CheckContext:
         self._found.clear()
 
     def small(self, df: DataFrame) -> DataFrame:
-        """The small side of a join (candidates, ends, rule tables). On a small input
-        (``one_job``) it is the hashed side of a shuffled hash join in the query's own job:
-        a broadcast costs a job of its own (adaptive execution is off), and on the demo
-        library 26 of a check run's 28 jobs were broadcasts, in chains. On a larger input
-        it is broadcast: shuffling the large side instead cost more than the jobs saved
-        (1M synthetic events: checks 120 s hashed, 69 s broadcast, load 7-10)."""
-        return df.hint("shuffle_hash") if self.one_job else F.broadcast(df)
+        """The small side of a join (candidates, ends, rule tables): the hashed side of a
+        shuffled hash join in the query's own job, at any input size. A broadcast costs a
+        job of its own (adaptive execution is off; a local relation's too, in Spark 4):
+        on the demo library 26 of a check run's 28 jobs were broadcasts, in chains, and
+        29 of 32 at 1M synthetic events. Hashed, a check run is three jobs at any size.
+        At 1M its two phases cost the JVM 74-103 s of CPU hashed and 69-100 s broadcast
+        (four runs broadcast, five hashed, load 8-25): phase 2 more, shuffling the routing-table events
+        where a broadcast left them in place, phase 1 less. A join that would shuffle
+        every event by a key the driver knows is a lookup instead (the policy of a run
+        directory)."""
+        return df.hint("shuffle_hash")
 
     def has(self, *evs: str) -> bool:
         if self.ev_counts is not None:

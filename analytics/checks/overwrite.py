@@ -52,6 +52,27 @@ def _delete_table(ctx: CheckContext) -> DataFrame:
     return rows_frame(ctx.spark, rules.delete_rule_rows(), schema)
 
 
+def _with_policy(ctx: CheckContext, df: DataFrame) -> DataFrame:
+    """Each event with the declared and the judged policy of its run directory.
+
+    Looked up in a map of the run directories the driver knows, not joined: a join would
+    shuffle every routing-table event by its run directory (no join is broadcast, see
+    ``CheckContext.small``). A directory the map does not hold gets nulls, as the left
+    join did.
+    """
+    if ctx.declared is None:
+        return df.join(ctx.small(ctx.policies), "run_dir", "left")
+    if not ctx.declared:
+        return df.withColumn("declared", F.lit(None).cast("string")).withColumn("judged", F.lit(None).cast("string"))
+
+    def lookup(values: dict[str, str | None]) -> Column:
+        pairs = [x for d in sorted(values) for x in (F.lit(d), F.lit(values[d]).cast("string"))]
+        return F.try_element_at(F.create_map(*pairs), F.col("run_dir"))
+
+    judged = {d: p if p in rules.JUDGED else rules.DEFAULT for d, p in ctx.declared.items()}
+    return df.withColumn("declared", lookup(ctx.declared)).withColumn("judged", lookup(judged))
+
+
 def _problems(*items: Column) -> Column:
     return F.filter(F.array(*items), lambda x: x.isNotNull())
 
@@ -67,11 +88,8 @@ def _judged_puts(ctx: CheckContext) -> DataFrame:
     table_kind = F.col("kind")
     for runtime, kind in rules.TABLE_KIND.items():
         table_kind = F.when(F.col("kind") == runtime, F.lit(kind)).otherwise(table_kind)
-    puts = (
-        ctx.of("rt.put").withColumn("kind", table_kind)
-        .join(ctx.small(ctx.policies), "run_dir", "left")
-        .join(ctx.small(own), ["run", "rt"], "left")
-    )
+    puts = _with_policy(ctx, ctx.of("rt.put").withColumn("kind", table_kind)).join(
+        ctx.small(own), ["run", "rt"], "left")
     same_addr = (
         F.col("old").isNotNull()
         & (F.col("old.type") == F.col("new.type"))
@@ -135,11 +153,10 @@ def _judged_puts(ctx: CheckContext) -> DataFrame:
 
 def _judged_deletes(ctx: CheckContext) -> DataFrame:
     dels = (
-        ctx.of("rt.remove", "rt.purge")
-        # nothing to remove: judged only by whether the outcome says so
-        .filter(F.col("old").isNotNull() | (F.coalesce(F.col("outcome"), F.lit("")) != "absent"))
-        .drop("op")  # gcd's field of that name; here the table's op is remove or purge
-        .join(ctx.small(ctx.policies), "run_dir", "left")
+        _with_policy(ctx, ctx.of("rt.remove", "rt.purge")
+                     # nothing to remove: judged only by whether the outcome says so
+                     .filter(F.col("old").isNotNull() | (F.coalesce(F.col("outcome"), F.lit("")) != "absent"))
+                     .drop("op"))  # gcd's field of that name; here the table's op is remove or purge
         .select(
             "*",
             F.regexp_replace("ev", r"^rt\.", "").alias("op"),
