@@ -7,8 +7,9 @@ cluster controllers, the size measured so far), each with M/N libjoynr runtimes
 in its host: the first provides ``joynrsim/Echo`` as ``echo-<k>``, the others each hold a
 proxy of the next cluster controller's provider (``echo-<k+1>``, a provisioned MQTT
 route), so every call crosses the broker twice (request and reply). Each consumer drives
-its calls inside its host (``load``), ``CONCURRENCY`` in flight at a time. The libjoynr
-runtimes purge every 5 s, as a fleet scenario's do (``joynr_sim.scenario.fleet``).
+its calls inside its host (``load``), ``CONCURRENCY`` in flight at a time. The cluster
+controllers and libjoynr runtimes purge every 5 s, as a fleet scenario's do
+(``joynr_sim.scenario.fleet``).
 
 The broker saves its persistence after every ``AUTOSAVE`` counted changes
 (``Simulation(broker_autosave=)``; ``JOYNR_SIM_FLEET_AUTOSAVE=N`` chooses another, 1 is
@@ -49,7 +50,7 @@ from brokers import mosquitto
 from joynr_sim.core.address import MqttAddress
 from joynr_sim.host.peak_memory import peak_mib
 from joynr_sim.runtime.participants import EchoProvider
-from joynr_sim.scenario.fleet import LIBJOYNR_PURGE_MS
+from joynr_sim.scenario.fleet import PURGE_MS
 from joynr_sim.simulation import Simulation
 
 CONCURRENCY = 4  # calls in flight per consumer
@@ -201,7 +202,8 @@ async def _fleet(ccs: int, apps: int, calls_per_consumer: int, saves: int) -> di
             for k in range(ccs):
                 nxt = (k + 1) % ccs
                 controllers.append(sim.cluster_controller(
-                    f"cc{k}", ["gbid1"], provisioned=[(f"echo-{nxt}", MqttAddress("gbid1", f"cc{nxt}"), True)]))
+                    f"cc{k}", ["gbid1"], provisioned=[(f"echo-{nxt}", MqttAddress("gbid1", f"cc{nxt}"), True)],
+                    purge_interval_ms=PURGE_MS))
             logins = asyncio.Semaphore(CC_START_CONCURRENCY)
             controllers = await _all(_bounded(logins, c) for c in controllers)
             starting = asyncio.Semaphore(START_CONCURRENCY)
@@ -209,10 +211,10 @@ async def _fleet(ccs: int, apps: int, calls_per_consumer: int, saves: int) -> di
             async def populate(k: int) -> list[tuple[Any, Any]]:
                 cc = controllers[k]
                 async with logins:  # the GCD, in the runner, answers an add within 10 s
-                    provider = await sim.libjoynr(f"app{k}-0", cc, purge_interval_ms=LIBJOYNR_PURGE_MS)
+                    provider = await sim.libjoynr(f"app{k}-0", cc, purge_interval_ms=PURGE_MS)
                     await provider.register_provider("d", "joynrsim/Echo", EchoProvider(), participant_id=f"echo-{k}")
                 consumers = await _all(
-                    _bounded(starting, sim.libjoynr(f"app{k}-{i}", cc, purge_interval_ms=LIBJOYNR_PURGE_MS))
+                    _bounded(starting, sim.libjoynr(f"app{k}-{i}", cc, purge_interval_ms=PURGE_MS))
                     for i in range(1, per_cc))
                 proxies = await _all(c.create_proxy("joynrsim/Echo", f"echo-{(k + 1) % ccs}") for c in consumers)
                 return list(zip(consumers, proxies, strict=True))
