@@ -284,9 +284,12 @@ class CcMessageRouter(MessageRouter):
     def _learn(self, msg: JoynrMessage, via: str, gbid: str | None, source: str | None) -> list[Action]:
         if msg.type not in REQUEST_TYPES:
             return []
-        if via == "ws" and source is not None and msg.sender not in self.table:
+        if via == "ws" and source is not None and self._unknown_or_expired(msg.sender):
             # A local sender not announced through the routing provider (yet): its reply
-            # goes back on the connection the request came from.
+            # goes back on the connection the request came from. A route learned so from an
+            # earlier request may have expired and wait for the next purge: this request
+            # renews it, or the purge would take the route its reply needs (a restarted
+            # controller's first requests from a runtime 10 s apart lost their replies so).
             entry = RoutingEntry(WebSocketClientAddress(source), False, learned_expiry(msg))
             return [self._learn_route(msg.sender, entry)]
         if via == "mqtt" and gbid is not None and isinstance(msg.reply_to, MqttAddress):
@@ -295,6 +298,10 @@ class CcMessageRouter(MessageRouter):
             entry = RoutingEntry(MqttAddress(gbid, msg.reply_to.topic), True, learned_expiry(msg))
             return [self._learn_route(msg.sender, entry)]
         return []
+
+    def _unknown_or_expired(self, participant_id: str) -> bool:
+        entry = self.table.lookup(participant_id)
+        return entry is None or self.table.policy.may_purge(entry, self.clock())
 
     def _next_hop(self, msg: JoynrMessage, address: Address) -> list[Action]:
         if isinstance(address, MqttAddress):
