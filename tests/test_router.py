@@ -211,16 +211,22 @@ def test_a_request_over_websocket_from_an_unknown_sender_is_answered_on_its_conn
     assert router.table.lookup("other").address == WebSocketClientAddress("app1")
 
 
-def test_a_request_over_websocket_renews_the_expired_route_an_earlier_one_taught() -> None:
+def test_a_request_over_websocket_renews_the_route_an_earlier_shorter_one_taught() -> None:
     clock = Clock()
     router = cc_router(clock)
     in_process(router)
     router.receive(message(ttl=10_000), "ws", source="app7")
     assert router.table.lookup("proxy").expiry_date_ms == NOW + 10_000
-    clock.now = NOW + 10_001  # expired, not purged yet: the next request comes
+    clock.now = NOW + 9_000  # still held: a longer-lived request extends it
+    router.receive(message(ttl=30_000), "ws", source="app7")
+    assert router.table.lookup("proxy").expiry_date_ms == NOW + 30_000
+    assert router.table.purge_expired(NOW + 10_001) == []  # its reply finds the route
+    clock.now = NOW + 30_001  # expired, not purged yet: the next request renews it
     router.receive(message(ttl=60_000), "ws", source="app7")
     assert router.table.lookup("proxy").expiry_date_ms == NOW + 60_000
-    assert router.table.purge_expired(clock.now + 1) == []  # its reply finds the route
+    # A shorter-lived request changes nothing, and learns nothing anew.
+    assert kinds(router.receive(message(ttl=1_000), "ws", source="app7")).count("LearnRoute") == 0
+    assert router.table.lookup("proxy").expiry_date_ms == NOW + 60_000
 
 
 def test_a_libjoynr_runtime_reaches_an_unknown_requester_through_its_cluster_controller() -> None:

@@ -284,14 +284,18 @@ class CcMessageRouter(MessageRouter):
     def _learn(self, msg: JoynrMessage, via: str, gbid: str | None, source: str | None) -> list[Action]:
         if msg.type not in REQUEST_TYPES:
             return []
-        if via == "ws" and source is not None and self._unknown_or_expired(msg.sender):
+        if via == "ws" and source is not None:
             # A local sender not announced through the routing provider (yet): its reply
-            # goes back on the connection the request came from. A route learned so from an
-            # earlier request may have expired and wait for the next purge: this request
-            # renews it, or the purge would take the route its reply needs (a restarted
-            # controller's first requests from a runtime 10 s apart lost their replies so).
+            # goes back on the connection the request came from, for as long as the request
+            # lives. A route learned so from an earlier, shorter-lived request is renewed
+            # (a put of the same address keeps the longer expiry), or the purge would take
+            # the route this request's reply needs (in a restart wave, a runtime's
+            # registration 10 s after its first request to the restarted controller lost
+            # its reply so).
             entry = RoutingEntry(WebSocketClientAddress(source), False, learned_expiry(msg))
-            return [self._learn_route(msg.sender, entry)]
+            if self._outlives(msg.sender, entry):
+                return [self._learn_route(msg.sender, entry)]
+            return []
         if via == "mqtt" and gbid is not None and isinstance(msg.reply_to, MqttAddress):
             # The sender is reachable on the backend the request came from, whatever broker
             # the replyTo names; the route lives as long as the request.
@@ -299,9 +303,15 @@ class CcMessageRouter(MessageRouter):
             return [self._learn_route(msg.sender, entry)]
         return []
 
-    def _unknown_or_expired(self, participant_id: str) -> bool:
-        entry = self.table.lookup(participant_id)
-        return entry is None or self.table.policy.may_purge(entry, self.clock())
+    def _outlives(self, participant_id: str, learned: RoutingEntry) -> bool:
+        """Whether a route learned from a request adds to what the table holds: nothing
+        there, an entry the next purge takes, or the same address held for less long."""
+        held = self.table.lookup(participant_id)
+        return (
+            held is None
+            or self.table.policy.may_purge(held, self.clock())
+            or (held.address == learned.address and held.expiry_date_ms < learned.expiry_date_ms)
+        )
 
     def _next_hop(self, msg: JoynrMessage, address: Address) -> list[Action]:
         if isinstance(address, MqttAddress):
