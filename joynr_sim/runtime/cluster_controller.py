@@ -5,6 +5,7 @@ the local capabilities directory."""
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import secrets
 from collections.abc import Iterable, Sequence
@@ -39,6 +40,11 @@ from .discovery import (
 from .mqtt_endpoint import BrokerDirectory, MqttEndpoint
 from .participants import ProviderSkeleton
 from .sessions import open_link_registry
+
+# A graceful stop first finishes what the controller has taken on (see ``_drain``), at most
+# this long; joynr's prepareForShutdown is bounded the same way.
+DEFAULT_DRAIN_TIMEOUT_MS = 5_000
+MAX_DRAIN_TIMEOUT_MS = 600_000
 
 
 def routing_provider_participant_id(cc_id: str) -> str:
@@ -146,9 +152,14 @@ class ClusterController(CcAddresses, Runtime):
         detached_timeout_ms: int | None = None,
         on_client_disconnect: str = "keep",
         republish_received_multicasts: bool = False,
+        drain_timeout_ms: int = DEFAULT_DRAIN_TIMEOUT_MS,
         **kwargs: Any,
     ) -> None:
         self.cc_id = cc_id
+        if isinstance(drain_timeout_ms, bool) or not isinstance(drain_timeout_ms, int) \
+                or not 0 <= drain_timeout_ms <= MAX_DRAIN_TIMEOUT_MS:
+            raise ValueError(f"drain_timeout_ms: expected 0 to {MAX_DRAIN_TIMEOUT_MS}, got {drain_timeout_ms!r}")
+        self.drain_timeout_ms = drain_timeout_ms
         self.on_client_disconnect = on_client_disconnect
         # The broken rule set: a multicast received from a backend is published again
         # (joynr_sim.core.multicast), the echo joynr guards against.
@@ -266,6 +277,18 @@ class ClusterController(CcAddresses, Runtime):
             await self.ws_server.start(host=self.ws_host, port=self.ws_port)
             self.ws_port = self.ws_server.port
         await self.endpoint.start()
+
+    async def _drain(self) -> None:
+        """A graceful stop finishes what this controller has taken on: what the broker
+        delivers from now on stays with the broker (unacknowledged, for the next start of
+        this CC id), each libjoynr runtime gets what is queued for it and then the closing
+        handshake, and what it sent until then is still read and routed (requests go on to
+        the broker; their replies wait there for the next start). What a runtime could not
+        send it holds and sends again once it has reconnected. Bounded by drain_timeout_ms."""
+        self.endpoint.pause_input()
+        await asyncio.sleep(0)  # what this turn scheduled for a WebSocket is queued first
+        if self.ws_server is not None:
+            await self.ws_server.drain(self.drain_timeout_ms / 1000)
 
     async def _stop_transports(self) -> None:
         if self.ws_server is not None:

@@ -90,6 +90,7 @@ class MqttEndpoint:
         # receivers are (the broker's persistent session may hold them longer).
         self.multicast_filters: dict[str, set[str]] = {}
         self._conn_seq = itertools.count(1)
+        self._input_paused = False  # a graceful stop under way: the broker keeps what comes
 
     @property
     def runtime_id(self) -> str:
@@ -101,11 +102,17 @@ class MqttEndpoint:
     # -- lifecycle -------------------------------------------------------------------
     async def start(self) -> None:
         self._cut = set()
+        self._input_paused = False
         self.multicast_filters = {}
         self._open_sessions()
         for gbid in self.gbids:
             self._connect(gbid)
         await asyncio.gather(*(c.wait_connected(CONNECT_TIMEOUT_S) for c in self.connections.values()))
+
+    def pause_input(self) -> None:
+        """Take no more messages from the brokers: each stays unacknowledged in the
+        persistent session, which the next start of this client id resumes."""
+        self._input_paused = True
 
     async def stop(self) -> None:
         """A clean shutdown closes the sessions: links closed, nothing left to resume."""
@@ -281,8 +288,8 @@ class MqttEndpoint:
         Handling ends within this call, so the message is not held in the outbox and the
         receiving link first: that row was put and deleted in the same turn, which commits
         at its end or not at all, and cost two link operations and a statement per message."""
-        if not self.host.running:
-            return  # a crashed runtime acknowledges nothing: the broker keeps it
+        if not self.host.running or self._input_paused:
+            return  # a crashed or stopping runtime acknowledges nothing: the broker keeps it
         msg = None
         try:
             msg = self.host.mqtt_frame(payload, conn.gbid)

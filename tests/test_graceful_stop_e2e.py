@@ -1,0 +1,64 @@
+"""A graceful stop of a cluster controller finishes what it has taken on: the requests its
+libjoynr runtime wrote to it just before the stop are still read and routed on, and their
+replies, which the broker keeps for the stopped controller, reach the caller once the
+controller is back and its runtime has reconnected."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from e2e_helpers import events
+from joynr_sim.core.address import MqttAddress
+from joynr_sim.runtime.participants import EchoProvider
+from joynr_sim.simulation import Simulation
+
+pytestmark = pytest.mark.e2e
+
+PROVIDER = "echo-provider"
+CALLS = 5
+
+
+async def test_requests_written_just_before_a_graceful_stop_are_answered(tmp_path):
+    # Mosquitto: it delivers again what it had sent a stopped controller unacknowledged.
+    async with Simulation(tmp_path, gbids=["gbid1"], broker="mosquitto", processes=False) as sim:
+        cc1 = await sim.cluster_controller("cc1", ["gbid1"],
+                                           provisioned=[(PROVIDER, MqttAddress("gbid1", "cc2"), True)])
+        cc2 = await sim.cluster_controller("cc2", ["gbid1"])
+        consumer = await sim.libjoynr("consumer", cc1)
+        provider_app = await sim.libjoynr("provider-app", cc2)
+        await provider_app.register_provider("dom", "joynrsim/Echo", EchoProvider(), participant_id=PROVIDER,
+                                             scope="GLOBAL")
+        proxy = await consumer.create_proxy("joynrsim/Echo", PROVIDER)
+        assert await proxy.call("echo", "before", ttl_ms=10_000) == "before"
+
+        # The stop begins right after the consumer wrote its last request, in the loop turn
+        # before cc1 could read any of them: they are on cc1's WebSocket, unread.
+        ws = consumer.ws
+        assert ws is not None
+        written: list[bytes] = []
+        stopping: list[asyncio.Task] = []
+
+        def send_soon(data, on_failed):
+            type(ws).send_soon(ws, data, on_failed)
+            written.append(data)
+            if len(written) == CALLS:
+                stopping.append(asyncio.ensure_future(cc1.stop()))
+
+        ws.send_soon = send_soon  # type: ignore[method-assign]
+        calls = [asyncio.ensure_future(proxy.call("echo", f"call {n}", ttl_ms=10_000)) for n in range(CALLS)]
+        while not stopping:
+            await asyncio.wait(calls, timeout=0.05)  # bounded by the calls' ttl
+        await stopping[0]
+        del ws.send_soon
+
+        # cc1 routed every one of them on before it stopped.
+        read = {e["corr"] for e in events(tmp_path, "msg.out", rt="cc1", type="rq", to=PROVIDER)}
+        sent = {e["corr"] for e in events(tmp_path, "msg.out", rt="consumer", type="rq", to=PROVIDER)}
+        assert sent <= read, f"{len(sent - read)} of {len(sent)} requests never left cc1"
+
+        # Started again with fresh memory, as a new process; the replies waited at the
+        # broker in cc1's session, and each waits in cc1 until the consumer is back.
+        await cc1.restart()
+        assert await asyncio.gather(*calls) == [f"call {n}" for n in range(CALLS)]
