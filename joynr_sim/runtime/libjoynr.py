@@ -34,7 +34,10 @@ from .participants import ApplicationException, JoynrRuntimeException, ProxySkel
 
 ROUTING_CALL_TTL_MS = 10_000
 DISCOVERY_CALL_TTL_MS = 30_000  # covers the cluster controller's own call to the GCD
-RECONNECT_INTERVAL_S = 0.1
+# How long a runtime waits between attempts to reach its cluster controller again, fixed
+# as joynr's WebSocket client waits (its websocket/reconnect-sleep-time-ms setting).
+DEFAULT_RECONNECT_INTERVAL_MS = 100
+MAX_RECONNECT_INTERVAL_MS = 60_000
 
 
 class LibjoynrRuntime(Runtime):
@@ -42,8 +45,14 @@ class LibjoynrRuntime(Runtime):
 
     def __init__(
         self, runtime_id: str, cc_id: str, cc_address: WebSocketAddress, *, token: str | None = None,
-        route_back_to_parent: bool = False, **kwargs: Any,
+        route_back_to_parent: bool = False, reconnect_interval_ms: int = DEFAULT_RECONNECT_INTERVAL_MS,
+        **kwargs: Any,
     ) -> None:
+        if isinstance(reconnect_interval_ms, bool) or not isinstance(reconnect_interval_ms, int) \
+                or not 1 <= reconnect_interval_ms <= MAX_RECONNECT_INTERVAL_MS:
+            raise ValueError(f"reconnect_interval_ms: expected 1 to {MAX_RECONNECT_INTERVAL_MS}, "
+                             f"got {reconnect_interval_ms!r}")
+        self.reconnect_interval_ms = reconnect_interval_ms
         self.cc_id = cc_id
         self.route_back_to_parent = route_back_to_parent  # joynr < 1.17.3: see LibJoynrMessageRouter
         self.token = token  # proves this runtime's id to its cluster controller
@@ -101,7 +110,7 @@ class LibjoynrRuntime(Runtime):
                 await self.ws.start()
                 break
             except OSError:  # refused, or the peer went mid-handshake (see WebSocketClient.start)
-                await asyncio.sleep(RECONNECT_INTERVAL_S)
+                await asyncio.sleep(self.reconnect_interval_ms / 1000)
                 self.purge()  # what waits for the connection may expire meanwhile
         self.carry_out(self.router.connection_restored())
         for pid in [*self.providers, *self.proxies]:
