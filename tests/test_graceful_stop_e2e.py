@@ -1,7 +1,8 @@
 """A graceful stop of a cluster controller finishes what it has taken on: the requests its
 libjoynr runtime wrote to it just before the stop are still read and routed on, and their
 replies, which the broker keeps for the stopped controller, reach the caller once the
-controller is back and its runtime has reconnected."""
+controller is back and its runtime has reconnected. The bounds of the stop and of the
+reconnection are options, checked where they enter."""
 
 from __future__ import annotations
 
@@ -10,16 +11,32 @@ import asyncio
 import pytest
 
 from e2e_helpers import events
-from joynr_sim.core.address import MqttAddress
+from joynr_sim.clock import SimClock
+from joynr_sim.core.address import MqttAddress, WebSocketAddress
+from joynr_sim.runtime.cluster_controller import ClusterController
+from joynr_sim.runtime.libjoynr import LibjoynrRuntime
 from joynr_sim.runtime.participants import EchoProvider
 from joynr_sim.simulation import Simulation
-
-pytestmark = pytest.mark.e2e
 
 PROVIDER = "echo-provider"
 CALLS = 5
 
 
+@pytest.mark.parametrize("bad", [-1, 600_001, 1.5, True, "5000"])
+def test_a_drain_timeout_out_of_bounds_is_refused(tmp_path, bad):
+    with pytest.raises(ValueError, match="^drain_timeout_ms: expected 0 to 600000"):
+        ClusterController("cc1", ["gbid1"], brokers=None, run_dir=tmp_path, run_id="r", clock=SimClock(),  # type: ignore[arg-type]
+                          drain_timeout_ms=bad)
+
+
+@pytest.mark.parametrize("bad", [0, 60_001, 0.5, False, None])
+def test_a_reconnect_interval_out_of_bounds_is_refused(tmp_path, bad):
+    with pytest.raises(ValueError, match="^reconnect_interval_ms: expected 1 to 60000"):
+        LibjoynrRuntime("app1", "cc1", WebSocketAddress("WS", "127.0.0.1", 1, "/"), run_dir=tmp_path, run_id="r",
+                        clock=SimClock(), reconnect_interval_ms=bad)
+
+
+@pytest.mark.e2e
 async def test_requests_written_just_before_a_graceful_stop_are_answered(tmp_path):
     # Mosquitto: it delivers again what it had sent a stopped controller unacknowledged.
     async with Simulation(tmp_path, gbids=["gbid1"], broker="mosquitto", processes=False) as sim:
