@@ -22,6 +22,7 @@ from ..core.address import (
     to_json,
 )
 from ..core.discovery import DiscoveryEntry, DiscoveryEntryWithMetaInfo
+from ..core.limits import check_int
 from ..core.message import JoynrMessage, encode
 from ..core.multicast import MulticastId
 from ..core.router import LibJoynrMessageRouter
@@ -48,11 +49,8 @@ class LibjoynrRuntime(Runtime):
         route_back_to_parent: bool = False, reconnect_interval_ms: int = DEFAULT_RECONNECT_INTERVAL_MS,
         **kwargs: Any,
     ) -> None:
-        if isinstance(reconnect_interval_ms, bool) or not isinstance(reconnect_interval_ms, int) \
-                or not 1 <= reconnect_interval_ms <= MAX_RECONNECT_INTERVAL_MS:
-            raise ValueError(f"reconnect_interval_ms: expected 1 to {MAX_RECONNECT_INTERVAL_MS}, "
-                             f"got {reconnect_interval_ms!r}")
-        self.reconnect_interval_ms = reconnect_interval_ms
+        self.reconnect_interval_ms = check_int(reconnect_interval_ms, "reconnect_interval_ms", 1,
+                                               MAX_RECONNECT_INTERVAL_MS)
         self.cc_id = cc_id
         self.route_back_to_parent = route_back_to_parent  # joynr < 1.17.3: see LibJoynrMessageRouter
         self.token = token  # proves this runtime's id to its cluster controller
