@@ -74,8 +74,8 @@ OP_CONCURRENCY = 4  # calls of one op in flight at a time
 PURGE_MS = 5000
 # A fleet's libjoynr runtimes try to reach their restarted controller once a second, not
 # ten times (the runtime's default): while a loaded machine's wave had 500 controllers
-# down, their 4,500 runtimes' refused connections (89,000 by the end of the wave, 870 a
-# second with the hosts starved) took CPU the restarts needed. A restarted controller so
+# down, their 4,500 runtimes' refused connections (89,000 by the end of the load, 700 to
+# 870 a second with the hosts starved) took CPU the restarts needed. A restarted controller so
 # waits up to a second longer for its runtimes.
 RECONNECT_INTERVAL_MS = 1000
 # A fleet's controller waits for its broker's CONNACK up to 50 s, not 10 s, before its start
