@@ -10,7 +10,7 @@ import asyncio
 
 import pytest
 
-from e2e_helpers import events
+from e2e_helpers import events, until
 from joynr_sim.clock import SimClock
 from joynr_sim.core.address import MqttAddress, WebSocketAddress
 from joynr_sim.runtime.cluster_controller import ClusterController
@@ -37,19 +37,24 @@ def test_a_reconnect_interval_out_of_bounds_is_refused(tmp_path, bad):
                         clock=SimClock(), reconnect_interval_ms=bad)
 
 
+async def _topology(sim: Simulation):
+    """A consumer on cc1 calling a provider behind cc2, over the broker."""
+    cc1 = await sim.cluster_controller("cc1", ["gbid1"], provisioned=[(PROVIDER, MqttAddress("gbid1", "cc2"), True)])
+    cc2 = await sim.cluster_controller("cc2", ["gbid1"])
+    consumer = await sim.libjoynr("consumer", cc1)
+    provider_app = await sim.libjoynr("provider-app", cc2)
+    await provider_app.register_provider("dom", "joynrsim/Echo", EchoProvider(), participant_id=PROVIDER,
+                                         scope="GLOBAL")
+    proxy = await consumer.create_proxy("joynrsim/Echo", PROVIDER)
+    assert await proxy.call("echo", "before", ttl_ms=10_000) == "before"
+    return cc1, consumer, proxy
+
+
 @pytest.mark.e2e
 async def test_requests_written_just_before_a_graceful_stop_are_answered(tmp_path):
     # Mosquitto: it delivers again what it had sent a stopped controller unacknowledged.
     async with Simulation(tmp_path, gbids=["gbid1"], broker="mosquitto", processes=False) as sim:
-        cc1 = await sim.cluster_controller("cc1", ["gbid1"],
-                                           provisioned=[(PROVIDER, MqttAddress("gbid1", "cc2"), True)])
-        cc2 = await sim.cluster_controller("cc2", ["gbid1"])
-        consumer = await sim.libjoynr("consumer", cc1)
-        provider_app = await sim.libjoynr("provider-app", cc2)
-        await provider_app.register_provider("dom", "joynrsim/Echo", EchoProvider(), participant_id=PROVIDER,
-                                             scope="GLOBAL")
-        proxy = await consumer.create_proxy("joynrsim/Echo", PROVIDER)
-        assert await proxy.call("echo", "before", ttl_ms=10_000) == "before"
+        cc1, consumer, proxy = await _topology(sim)
 
         # The stop begins right after the consumer wrote its last request, in the loop turn
         # before cc1 could read any of them: they are on cc1's WebSocket, unread.
@@ -79,4 +84,28 @@ async def test_requests_written_just_before_a_graceful_stop_are_answered(tmp_pat
         # Started again with fresh memory, as a new process; the replies waited at the
         # broker in cc1's session, and each waits in cc1 until the consumer is back.
         await cc1.restart()
+        assert await asyncio.gather(*calls) == [f"call {n}" for n in range(CALLS)]
+
+
+@pytest.mark.e2e
+async def test_replies_queued_for_a_websocket_when_the_stop_begins_are_delivered(tmp_path):
+    async with Simulation(tmp_path, gbids=["gbid1"], broker="mosquitto", processes=False) as sim:
+        cc1, consumer, proxy = await _topology(sim)
+        # The consumer's connection takes nothing for a while (its socket buffer is full, as
+        # websockets' flow control sees it): cc1 queues the replies it takes from the broker.
+        conn = cc1.ws_server.clients["consumer"]
+        conn.pause_writing()
+        calls = [asyncio.ensure_future(proxy.call("echo", f"call {n}", ttl_ms=10_000)) for n in range(CALLS)]
+        replies = {"rt": "cc1", "type": "rp", "via": "ws", "from": PROVIDER}  # "before"'s and these
+        await until(lambda: len(events(tmp_path, "msg.out", **replies)) == CALLS + 1)
+        # All wait in cc1's queue (websockets wrote the first before it waited on the
+        # connection; it leaves the queue once that wait is over).
+        assert len(cc1.ws_server._outgoing["consumer"]._queue) == CALLS
+
+        listening = cc1.ws_server._server.server
+        stopping = asyncio.ensure_future(cc1.stop())
+        await until(lambda: not listening.is_serving())  # the stop has begun
+        if conn.paused:  # (a connection already closed is not)
+            conn.resume_writing()
+        await stopping
         assert await asyncio.gather(*calls) == [f"call {n}" for n in range(CALLS)]
