@@ -1,8 +1,8 @@
 """Fleet scenarios end to end: the small restart wave of ``scenarios/fleet/`` (4 cluster
 controllers with 2 libjoynr runtimes each, in 2 host processes, on Mosquitto) passes and
 its traces are clean under the Spark checks; two controllers restarted one after the
-other lose no more than their graceful stops, because the providers register again, and
-do lose more with ``register_providers: false``; the same fleet with a wave that duplicates CC
+other lose no call, because their graceful stops drain and the providers register again,
+and do lose calls with ``register_providers: false``; the same fleet with a wave that duplicates CC
 ids is reported by the checks, and with a broker crashed for good its ``expect: {lost: 0}``
 fails. ``--hosts`` places the runtimes of an ordinary scenario in shared hosts."""
 
@@ -74,13 +74,6 @@ def _pair(tmp_path: Path, restart: str):
     return load_scenario(path)
 
 
-def _stop_may_lose(fleet, result) -> int:
-    """What the README says a graceful stop may lose: what is on the controller's WebSockets
-    then, at most one load op of each of its consumers and one of each consumer of its
-    providers (here one proxy calls each provider)."""
-    return 2 * result.fleet["calls_per_op"] * (fleet.proxies_per_cc + fleet.providers_per_cc)
-
-
 def _gcd_adds(result) -> list[str]:
     """The participants the GCD added, one per add."""
     return [e["participant"] for e in read_events(Path(result.run_dir) / "trace" / "gcd-gbid1.ndjson")
@@ -90,9 +83,10 @@ def _gcd_adds(result) -> list[str]:
 async def test_a_consumer_restarted_after_its_providers_controller_still_reaches_it(tmp_path: Path) -> None:
     scenario = _pair(tmp_path, "{fraction: 1, over_s: 3}")
     result = await run_scenario(scenario, tmp_path, hosts=1, seed=7)
-    lost = result.fleet["totals"]["lost"]
     assert result.passed, (result.failed_step, result.fleet["windows"])
-    assert lost <= _stop_may_lose(scenario.fleet, result), result.fleet["windows"]
+    # A graceful stop drains: what was on a controller's WebSockets is routed on, and what
+    # the broker delivers meanwhile waits there for its next start.
+    assert result.fleet["totals"]["lost"] == 0, result.fleet["windows"]
     # The GCD added each provider twice under its participant id: the population's add,
     # and the one after its controller's removeStale removed it.
     assert sorted(_gcd_adds(result)) == ["echo-0-0", "echo-0-0", "echo-1-0", "echo-1-0"]
@@ -104,7 +98,7 @@ async def test_without_registering_again_the_calls_of_the_later_restart_are_lost
     assert result.outcome == "failed" and result.complete
     assert result.steps[2].title.endswith("over 3 s (providers not registered again)")
     # The second controller's consumer finds the first's provider no more until the end.
-    assert result.fleet["totals"]["lost"] > _stop_may_lose(scenario.fleet, result), result.fleet["windows"]
+    assert result.fleet["totals"]["lost"] > 0, result.fleet["windows"]
     assert sorted(_gcd_adds(result)) == ["echo-0-0", "echo-1-0"]  # the population's only
 
 

@@ -110,3 +110,41 @@ async def test_a_host_hands_every_pending_trace_line_to_the_os_before_it_answers
     await host.flush_traces()  # as before an answer
     assert b'"life.start"' in busy.path.read_bytes()
     assert not busy.pending and idle.path.read_bytes() == b""
+
+
+async def test_a_start_in_a_group_does_not_wait_for_another_runtimes_close():
+    """A release asks the host to close its runtime outside the group's lock: a start in
+    the same group goes on while that round trip is under way (a loaded host makes it
+    long)."""
+    from joynr_sim.host.groups import HostGroup
+
+    asked, answer = asyncio.Event(), asyncio.Event()
+
+    class Process:  # a host process whose answer to close is late
+        alive = True
+
+        async def request(self, op, args, timeout=60.0):
+            asked.set()
+            await answer.wait()
+
+        async def close(self):
+            pass
+
+    process = Process()
+
+    class Pool:
+        async def take(self, name):
+            return process
+
+    group = HostGroup("g", Pool())  # type: ignore[arg-type]
+    first, second, third = (SimpleNamespace(runtime_id=f"r{n}") for n in range(3))
+    for runtime in (first, second):
+        assert await group.process_for(runtime) is process  # type: ignore[arg-type]
+    releasing = asyncio.ensure_future(group.release(first, process))  # type: ignore[arg-type]
+    await asyncio.wait_for(asked.wait(), 10)
+    # Bounded, so that a start stuck behind the close fails here instead of hanging.
+    assert await asyncio.wait_for(group.process_for(third), 10) is process  # type: ignore[arg-type]
+    assert not releasing.done()
+    answer.set()
+    await releasing
+    assert group.members == [second, third]

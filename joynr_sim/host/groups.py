@@ -59,21 +59,20 @@ class HostGroup:
 
     async def release(self, runtime: RemoteRuntime, process: HostProcess) -> None:
         """After ``runtime`` stopped: the host forgets it; the last one out ends the process.
-        One at a time, so the last one out is the last one."""
+        Who is last is decided under the lock, one at a time; the round trip to the host is
+        not: held under the lock, every start in the group (``process_for``) waited for the
+        closes before it, one host round trip each, which a loaded host made seconds long
+        (in a restart wave, a group's restarts queued behind each other)."""
         async with self._lock:
-            await self._release(runtime, process)
-
-    async def _release(self, runtime: RemoteRuntime, process: HostProcess) -> None:
-        if runtime in self.members:
-            self.members.remove(runtime)
-        if process is not self.process:
+            if runtime in self.members:
+                self.members.remove(runtime)
+            ends = process is not self.process or not self.members
+            if ends and process is self.process:
+                self.process = None
+        if ends:
             await process.close()
-            return
-        if self.members:
+        else:
             await process.request("close", {"runtime": runtime.runtime_id})
-            return
-        self.process = None
-        await process.close()
 
     def killed(self, process: HostProcess) -> list[RemoteRuntime]:
         """The process was SIGKILLed: the runtimes that died with it, now none."""

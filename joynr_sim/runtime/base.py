@@ -165,6 +165,7 @@ class Runtime:
             return
         for pid in list(self.providers):
             await self.unregister_provider(pid)
+        await self._drain()
         self._halt()
         await self._stop_transports()
         self.emit("life.stop", target=self.runtime_id, target_kind=self.kind)
@@ -241,6 +242,9 @@ class Runtime:
 
     async def _start_transports(self) -> None:
         raise NotImplementedError
+
+    async def _drain(self) -> None:
+        """A graceful stop, still running: finish what was taken on, where it can."""
 
     async def _stop_transports(self) -> None:
         raise NotImplementedError

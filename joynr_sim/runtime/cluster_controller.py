@@ -5,6 +5,7 @@ the local capabilities directory."""
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import secrets
 from collections.abc import Iterable, Sequence
@@ -20,7 +21,7 @@ from ..core.address import (
     from_json,
 )
 from ..core.discovery import DiscoveryEntry
-from ..core.limits import InvalidField, check_id
+from ..core.limits import InvalidField, check_id, check_int
 from ..core.links import LinkRegistry
 from ..core.message import MULTICAST, JoynrMessage, encode
 from ..core.multicast import MulticastError, MulticastId, parse
@@ -39,6 +40,10 @@ from .discovery import (
 from .mqtt_endpoint import BrokerDirectory, MqttEndpoint
 from .participants import ProviderSkeleton
 from .sessions import open_link_registry
+
+DEFAULT_DRAIN_TIMEOUT_MS = 5_000  # a graceful stop's drain, bounded as joynr's prepareForShutdown
+DEFAULT_CONNECT_TIMEOUT_MS = 10_000  # a start's wait for each CONNACK (paho goes on trying)
+MAX_TIMEOUT_MS = 600_000
 
 
 def routing_provider_participant_id(cc_id: str) -> str:
@@ -146,9 +151,13 @@ class ClusterController(CcAddresses, Runtime):
         detached_timeout_ms: int | None = None,
         on_client_disconnect: str = "keep",
         republish_received_multicasts: bool = False,
+        drain_timeout_ms: int = DEFAULT_DRAIN_TIMEOUT_MS,
+        connect_timeout_ms: int = DEFAULT_CONNECT_TIMEOUT_MS,
         **kwargs: Any,
     ) -> None:
         self.cc_id = cc_id
+        self.drain_timeout_ms = check_int(drain_timeout_ms, "drain_timeout_ms", 0, MAX_TIMEOUT_MS)
+        connect_timeout_ms = check_int(connect_timeout_ms, "connect_timeout_ms", 1, MAX_TIMEOUT_MS)
         self.on_client_disconnect = on_client_disconnect
         # The broken rule set: a multicast received from a backend is published again
         # (joynr_sim.core.multicast), the echo joynr guards against.
@@ -187,6 +196,7 @@ class ClusterController(CcAddresses, Runtime):
         self.endpoint = MqttEndpoint(
             self, client_id=self.client_id, topic=self.topic, gbids=self.gbids, brokers=brokers,
             link_registry=link_registry, outbox_path=state_dir / f"{self.runtime_id}.outbox.sqlite",
+            connect_timeout_s=connect_timeout_ms / 1000,
         )
 
     # The MQTT side, as tests and the scenario runner look at it.
@@ -266,6 +276,15 @@ class ClusterController(CcAddresses, Runtime):
             await self.ws_server.start(host=self.ws_host, port=self.ws_port)
             self.ws_port = self.ws_server.port
         await self.endpoint.start()
+
+    async def _drain(self) -> None:
+        """Finish what was taken on, at most drain_timeout_ms (README "Runtimes"): brokers
+        keep what they deliver from now on for the next start; each libjoynr runtime gets
+        its queued frames, then the closing handshake, and what it sent until then is routed."""
+        self.endpoint.pause_input()
+        await asyncio.sleep(0)  # what this turn scheduled for a WebSocket is queued first
+        if self.ws_server is not None:
+            await self.ws_server.drain(self.drain_timeout_ms / 1000)
 
     async def _stop_transports(self) -> None:
         if self.ws_server is not None:

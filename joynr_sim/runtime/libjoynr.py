@@ -22,6 +22,7 @@ from ..core.address import (
     to_json,
 )
 from ..core.discovery import DiscoveryEntry, DiscoveryEntryWithMetaInfo
+from ..core.limits import check_int
 from ..core.message import JoynrMessage, encode
 from ..core.multicast import MulticastId
 from ..core.router import LibJoynrMessageRouter
@@ -34,7 +35,10 @@ from .participants import ApplicationException, JoynrRuntimeException, ProxySkel
 
 ROUTING_CALL_TTL_MS = 10_000
 DISCOVERY_CALL_TTL_MS = 30_000  # covers the cluster controller's own call to the GCD
-RECONNECT_INTERVAL_S = 0.1
+# How long a runtime waits between attempts to reach its cluster controller again, fixed
+# as joynr's WebSocket client waits (its websocket/reconnect-sleep-time-ms setting).
+DEFAULT_RECONNECT_INTERVAL_MS = 100
+MAX_RECONNECT_INTERVAL_MS = 60_000
 
 
 class LibjoynrRuntime(Runtime):
@@ -42,8 +46,11 @@ class LibjoynrRuntime(Runtime):
 
     def __init__(
         self, runtime_id: str, cc_id: str, cc_address: WebSocketAddress, *, token: str | None = None,
-        route_back_to_parent: bool = False, **kwargs: Any,
+        route_back_to_parent: bool = False, reconnect_interval_ms: int = DEFAULT_RECONNECT_INTERVAL_MS,
+        **kwargs: Any,
     ) -> None:
+        self.reconnect_interval_ms = check_int(reconnect_interval_ms, "reconnect_interval_ms", 1,
+                                               MAX_RECONNECT_INTERVAL_MS)
         self.cc_id = cc_id
         self.route_back_to_parent = route_back_to_parent  # joynr < 1.17.3: see LibJoynrMessageRouter
         self.token = token  # proves this runtime's id to its cluster controller
@@ -101,7 +108,7 @@ class LibjoynrRuntime(Runtime):
                 await self.ws.start()
                 break
             except OSError:  # refused, or the peer went mid-handshake (see WebSocketClient.start)
-                await asyncio.sleep(RECONNECT_INTERVAL_S)
+                await asyncio.sleep(self.reconnect_interval_ms / 1000)
                 self.purge()  # what waits for the connection may expire meanwhile
         self.carry_out(self.router.connection_restored())
         for pid in [*self.providers, *self.proxies]:

@@ -29,7 +29,7 @@ from ..store.outbox import Outbox
 from ..transport.mqtt import MqttConnection, multicast_topic, unicast_topic
 from .sessions import BrokerSessions
 
-CONNECT_TIMEOUT_S = 10
+CONNECT_TIMEOUT_S = 10  # a start's wait for every CONNACK, unless the runtime chose its own
 
 
 class BrokerDirectory(Protocol):
@@ -72,11 +72,13 @@ class MqttEndpoint:
         brokers: BrokerDirectory,
         link_registry: LinkRegistry,
         outbox_path: Path,
+        connect_timeout_s: float = CONNECT_TIMEOUT_S,
     ) -> None:
         """link_registry: the registry opened over this client id's link store; each start
         opens this runtime's own over the same store (LinkRegistry.reopen), holder the
         runtime id."""
         self.host = host
+        self.connect_timeout_s = connect_timeout_s
         self.client_id = client_id  # joynr derives the MQTT client id from the persisted id
         self.topic = topic
         self.gbids = tuple(gbids)
@@ -90,6 +92,7 @@ class MqttEndpoint:
         # receivers are (the broker's persistent session may hold them longer).
         self.multicast_filters: dict[str, set[str]] = {}
         self._conn_seq = itertools.count(1)
+        self._input_paused = False  # a graceful stop under way: the broker keeps what comes
 
     @property
     def runtime_id(self) -> str:
@@ -101,11 +104,17 @@ class MqttEndpoint:
     # -- lifecycle -------------------------------------------------------------------
     async def start(self) -> None:
         self._cut = set()
+        self._input_paused = False
         self.multicast_filters = {}
         self._open_sessions()
         for gbid in self.gbids:
             self._connect(gbid)
-        await asyncio.gather(*(c.wait_connected(CONNECT_TIMEOUT_S) for c in self.connections.values()))
+        await asyncio.gather(*(c.wait_connected(self.connect_timeout_s) for c in self.connections.values()))
+
+    def pause_input(self) -> None:
+        """Take no more messages from the brokers: each stays unacknowledged in the
+        persistent session, which the next start of this client id resumes."""
+        self._input_paused = True
 
     async def stop(self) -> None:
         """A clean shutdown closes the sessions: links closed, nothing left to resume."""
@@ -158,7 +167,7 @@ class MqttEndpoint:
         if gbid not in self._cut:
             raise ValueError(f"gbid: {self.runtime_id} is not cut off {gbid!r}")
         self._cut.discard(gbid)
-        await self._connect(gbid).wait_connected(CONNECT_TIMEOUT_S)
+        await self._connect(gbid).wait_connected(self.connect_timeout_s)
 
     def purge(self, now_ms: int) -> None:
         if self.sessions is None:  # not started yet: a clock advance while it starts
@@ -281,8 +290,8 @@ class MqttEndpoint:
         Handling ends within this call, so the message is not held in the outbox and the
         receiving link first: that row was put and deleted in the same turn, which commits
         at its end or not at all, and cost two link operations and a statement per message."""
-        if not self.host.running:
-            return  # a crashed runtime acknowledges nothing: the broker keeps it
+        if not self.host.running or self._input_paused:
+            return  # a crashed or stopping runtime acknowledges nothing: the broker keeps it
         msg = None
         try:
             msg = self.host.mqtt_frame(payload, conn.gbid)

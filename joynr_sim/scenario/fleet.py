@@ -72,6 +72,18 @@ OP_CONCURRENCY = 4  # calls of one op in flight at a time
 # controller restarts) expires up to 5 s after its ttl; joynr's own routing-table cleanup
 # runs once a minute.
 PURGE_MS = 5000
+# A fleet's libjoynr runtimes try to reach their restarted controller once a second, not
+# ten times (the runtime's default): while a loaded machine's wave had 500 controllers
+# down, their 4,500 runtimes' refused connections (89,000 by the end of the load, 700 to
+# 870 a second with the hosts starved) took CPU the restarts needed. A restarted controller so
+# waits up to a second longer for its runtimes.
+RECONNECT_INTERVAL_MS = 1000
+# A fleet's controller waits for its broker's CONNACK up to 50 s, not 10 s, before its start
+# fails: paho goes on trying either way, and a loaded machine's restart wave failed 458 of
+# 500 restarts on the 10 s bound (first: "no CONNACK for client id 'cc460' within 10 s"),
+# tighter than the runner's own 60 s for the start (handles.START_TIMEOUT_S), which still
+# bounds it and which the host's named error comes before.
+CONNECT_TIMEOUT_MS = 50_000
 # A provider's registration or a proxy's discovery that found no answer in its bound (a
 # starved host or GCD) is tried again, as joynr's arbitration looks up again every retry
 # interval until its discovery timeout: at most this many tries, then the start fails.
@@ -212,7 +224,8 @@ class FleetRunner:
             self._tick(counts[what], totals[what], what)
 
         async def one_app(k: int, j: int) -> Any:
-            app = await sim.libjoynr(f"app{k}-{j}", self.ccs[k], purge_interval_ms=PURGE_MS)
+            app = await sim.libjoynr(f"app{k}-{j}", self.ccs[k], purge_interval_ms=PURGE_MS,
+                                     reconnect_interval_ms=RECONNECT_INTERVAL_MS)
             tick("libjoynr runtimes started")
             return app
 
@@ -231,7 +244,8 @@ class FleetRunner:
             tick("proxies built")
 
         async def controller(k: int) -> None:
-            self.ccs[k] = await _bounded(logins, sim.cluster_controller(f"cc{k}", gbids, purge_interval_ms=PURGE_MS))
+            self.ccs[k] = await _bounded(logins, sim.cluster_controller(f"cc{k}", gbids, purge_interval_ms=PURGE_MS,
+                                                                        connect_timeout_ms=CONNECT_TIMEOUT_MS))
             tick("controllers started")
             self.by_cc[k] = await _all(_bounded(starting, one_app(k, j)) for j in range(f.libjoynr_per_cc))
             await _all([*(_bounded(self.adds, register(k, i)) for i in range(f.providers_per_cc)),
@@ -382,7 +396,8 @@ class FleetRunner:
 
         async def twin(k: int) -> None:
             try:
-                await self.sim.cluster_controller(f"cc{k}", gbids, runtime_id=f"cc{k}-twin", purge_interval_ms=PURGE_MS)
+                await self.sim.cluster_controller(f"cc{k}", gbids, runtime_id=f"cc{k}-twin", purge_interval_ms=PURGE_MS,
+                                                  connect_timeout_ms=CONNECT_TIMEOUT_MS)
             except Exception as exc:
                 raise WaveError(f"start of cc{k}-twin: {type(exc).__name__}: {exc}") from exc
 

@@ -98,6 +98,11 @@ class _Outgoing:
         finally:
             self._task = None
 
+    async def flushed(self) -> None:
+        """Until every frame handed over so far is written (or failed)."""
+        while self._task is not None:
+            await asyncio.shield(self._task)
+
     def cancel(self) -> None:
         """A crash: what is queued is lost with the process's memory."""
         self._queue.clear()
@@ -124,6 +129,7 @@ class WebSocketServer:
         self._on_bad_handshake = on_bad_handshake
         self.clients: dict[str, ServerConnection] = {}
         self._outgoing: dict[str, _Outgoing] = {}
+        self._reading: dict[ServerConnection, asyncio.Task] = {}  # each connection's reader
         self._server: Server | None = None
         self.port = 0
 
@@ -158,12 +164,14 @@ class WebSocketServer:
         if previous is not None:
             await previous.close(code=1000, reason="replaced by a new connection")
         _guarded(self._on_client, client_id)
+        self._reading[ws] = asyncio.current_task()  # type: ignore[assignment]
         try:
             async for frame in ws:
                 _guarded(self._on_frame, client_id, frame)
         except ConnectionClosed:
             pass
         finally:
+            self._reading.pop(ws, None)
             if self.clients.get(client_id) is ws:
                 del self.clients[client_id]
                 del self._outgoing[client_id]
@@ -176,6 +184,31 @@ class WebSocketServer:
             _guarded(on_failed)
         else:
             outgoing.send(data, on_failed)
+
+    async def drain(self, timeout_s: float) -> None:
+        """The first part of a graceful stop: no new connections; each client gets the
+        frames queued for it, then the closing handshake. Until its Close comes back, what
+        the client sent is still read and handed to ``on_frame`` (RFC 6455 lets the side
+        that sent a Close receive data frames until the peer's Close; the peer sends none
+        after it, and what it could not send is its own to send again). Bounded by
+        ``timeout_s``: ``stop`` ends what is left."""
+        if self._server is None:
+            return
+        self._server.server.close()  # no new connections; the open ones stay until closed here
+        closing = [asyncio.ensure_future(self._close_client(client_id, ws)) for client_id, ws in self.clients.items()]
+        if closing:
+            _, late = await asyncio.wait(closing, timeout=timeout_s)
+            for task in late:
+                task.cancel()
+
+    async def _close_client(self, client_id: str, ws: ServerConnection) -> None:
+        outgoing = self._outgoing.get(client_id)
+        if outgoing is not None:
+            await outgoing.flushed()
+        await ws.close(code=1001, reason="going away")
+        reading = self._reading.get(ws)
+        if reading is not None:  # until the frames read before the close are handed on
+            await asyncio.shield(reading)
 
     async def stop(self) -> None:
         for outgoing in self._outgoing.values():
