@@ -201,7 +201,6 @@ async def test_the_scenario_library_is_clean(spark, tmp_path):
     assert {r.name: [v.summary for v in r.violations] for r in outcome.results if r.count} == {}
 
 
-
 async def _a_request_the_broker_dropped(run_dir: Path) -> None:
     """A real run on amqtt: cc2 (the provider's) is cut off its broker, the broker crashes
     and comes back without sessions, cc1 reconnects first and publishes a request for cc2,
