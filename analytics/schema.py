@@ -39,7 +39,7 @@ COLUMNS = (
     "participants", "scope",
     # link.*
     "client_id", "conn", "mode", "closed", "victim", "settled", "detail", "runtimes", "count",
-    "window_ms",
+    "window_ms", "session_present",
     # life.*, step
     "target_kind", "own_topics", "port", "index", "name",
     # sub.*, mc.*

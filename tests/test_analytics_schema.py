@@ -30,7 +30,7 @@ PINNED = [
     ("participants", T.ArrayType(_S)), ("scope", _S),
     ("client_id", _S), ("conn", _S), ("mode", _S), ("closed", _B), ("victim", _S),
     ("settled", _L), ("detail", _S), ("runtimes", T.ArrayType(_S)), ("count", _L),
-    ("window_ms", _L),
+    ("window_ms", _L), ("session_present", _B),
     ("target_kind", _S), ("own_topics", T.ArrayType(_S)), ("port", _I),
     ("index", _I), ("name", _S),
     ("sid", _S), ("provider", _S), ("visible", _B),

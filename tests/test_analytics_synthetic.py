@@ -16,7 +16,9 @@ def test_planted_violations_are_found_and_nothing_else(spark, tmp_path):
     assert json.loads((tmp_path / "runs" / "answer_key.json").read_text()) == key
     # what real runs have and the checks must not mistake for a violation
     text = "".join(p.read_text() for p in (tmp_path / "runs").glob("*/trace/*.ndjson"))
-    assert text.count('"ev":"life.stop"') == 2 * 16  # every runtime and broker, per run
+    # every runtime and broker at the end, and the broker stop that kept the sessions, per run
+    assert text.count('"ev":"life.stop"') == 2 * (16 + 1)
+    assert '"msg":"unsub' in text  # sent before its receiver subscribed again: explained
     assert '"reason":"no-connection"' in text and '"reason":"duplicate"' in text
     assert '"via":"inprocess"' in text  # the self-hairpins' last step
     stage = tmp_path / "stage"

@@ -11,6 +11,7 @@ import pytest
 
 from analytics.inputs import find_runs
 from analytics.runner import check_runs
+from e2e_helpers import until
 from joynr_sim.core.address import MqttAddress
 from joynr_sim.core.errors import JoynrTimeoutException
 from joynr_sim.core.policies import Decision, PrecedencePolicy
@@ -104,15 +105,18 @@ async def test_broken_policy_overwrite_and_its_loop_are_found_naming_the_partici
         assert found[check]["precedence"] == [], (check, found[check]["precedence"])
 
 
-def _edited(run_dir: Path, dest: Path, run_id: str, drop: set[tuple[str, int]]) -> str:
-    """A copy of a run under its own run id, without the events ``drop`` names (rt, seq)."""
+def _edited(run_dir: Path, dest: Path, run_id: str, drop: set[tuple[str, int]],
+            change: dict[tuple[str, int], dict] | None = None) -> str:
+    """A copy of a run under its own run id, without the events ``drop`` names (rt, seq)
+    and with the fields ``change`` gives an event set to its values."""
     shutil.copytree(run_dir, dest)
     for path in (dest / "trace").glob("*.ndjson"):
         kept = []
         for line in path.read_text().splitlines():
             event = json.loads(line)
             if (event["rt"], event["seq"]) not in drop:
-                kept.append(json.dumps({**event, "run": run_id}))
+                kept.append(json.dumps({**event, **(change or {}).get((event["rt"], event["seq"]), {}),
+                                        "run": run_id}))
         path.write_text("".join(line + "\n" for line in kept))
     return str(dest)
 
@@ -195,3 +199,57 @@ async def test_the_scenario_library_is_clean(spark, tmp_path):
     outcome = check_runs(spark, find_runs(run_dirs), stage)
     assert outcome.stats.events > 1000
     assert {r.name: [v.summary for v in r.violations] for r in outcome.results if r.count} == {}
+
+
+async def _a_request_the_broker_dropped(run_dir: Path) -> None:
+    """A real run on amqtt: cc2 (the provider's) is cut off its broker, the broker crashes
+    and comes back without sessions, cc1 reconnects first and publishes a request for cc2,
+    which the broker drops (nobody subscribed to cc2's topic); after cc2 is back a second
+    request is answered."""
+    async with Simulation(run_dir, gbids=["gbid1"], broker="amqtt", run_id="held") as sim:
+        cc1 = await sim.cluster_controller(
+            "cc1", ["gbid1"], provisioned=[("echo-provider", MqttAddress("gbid1", "cc2"), True)])
+        cc2 = await sim.cluster_controller("cc2", ["gbid1"])
+        consumer = await sim.libjoynr("consumer", cc1)
+        provider_app = await sim.libjoynr("provider-app", cc2)
+        await provider_app.register_provider("dom", "joynrsim/Echo", EchoProvider(), participant_id="echo-provider")
+        proxy = await consumer.create_proxy("joynrsim/Echo", "echo-provider")
+        assert await proxy.call("echo", "before", ttl_ms=10_000) == "before"
+        await sim.faults.partition("cc2", "gbid1")  # holds cc2's reconnect until healed
+        await until(lambda: not cc2.mqtt["gbid1"].connected.is_set())
+        await sim.brokers.crash_broker("gbid1")
+        await sim.brokers.restart_broker("gbid1")
+        await until(lambda: cc1.mqtt["gbid1"].connected.is_set())
+        with pytest.raises(JoynrTimeoutException):
+            await proxy.call("echo", "unheard", ttl_ms=1_000)
+        await sim.faults.heal("cc2", "gbid1")
+        await until(lambda: cc2.mqtt["gbid1"].connected.is_set())
+        assert await proxy.call("echo", "heard", ttl_ms=10_000) == "heard"
+    (run_dir / "run.json").write_text(json.dumps({"policy": "precedence", "run_id": "held"}))
+
+
+async def test_a_broker_that_lost_the_session_explains_only_what_came_before_the_resubscription(spark, tmp_path):
+    """The request the broker dropped is explained by the crash that lost cc2's session,
+    because cc1 sent it before cc2's attach (session present false). The same trace with
+    cc2's attach moved before the send, or saying the broker kept the session, reports it."""
+    run_dir = tmp_path / "held"
+    await _a_request_the_broker_dropped(run_dir)
+    events = read_run(run_dir)
+    crash = next(e for e in events if e["ev"] == "life.crash")
+    attach = next(e for e in events if e["ev"] == "link.attach" and e["rt"] == "cc2" and e["ts"] >= crash["ts"])
+    received = {e["msg"] for e in events if e["ev"] == "msg.in" and e["rt"] == "cc2"}
+    send = next(e for e in events if e["ev"] == "msg.out" and e["rt"] == "cc1" and e["type"] == "rq"
+                and e["target"] == "gbid1/cc2" and e["msg"] not in received)
+    assert crash["ts"] < send["ts"] < attach["ts"] and attach["session_present"] is False
+    where = (attach["rt"], attach["seq"])
+    runs = [str(run_dir)] + [
+        _edited(run_dir, tmp_path / name, name, set(), {where: change})
+        for name, change in (("resubscribed", {"ts": send["ts"] - 1}), ("kept", {"session_present": True}))
+    ]
+    stage = tmp_path / "stage"
+    stage.mkdir()
+    outcome = check_runs(spark, find_runs(runs), stage, CHECKS)
+    found = {(v.run, r.name, v.key) for r in outcome.results for v in r.violations}
+    msg, hops, rt = send["msg"], send["hops"], send["rt"]
+    assert found == {(run, "lost-message", key) for run in ("resubscribed", "kept")
+                     for key in (f"{run}/lost-request/{msg}", f"{run}/vanished-hop/{msg}/{hops}/{rt}")}, found

@@ -180,3 +180,21 @@ async def test_a_session_detached_past_the_timeout_expires(tmp_path):
         assert [(e["gbid"], e["client_id"]) for e in expired] == [("gbid2", "cc1")]
         await cc.heal("gbid2")
         assert events(tmp_path, "link.attach", rt="cc1", gbid="gbid2")[-1]["mode"] == "establish"
+
+
+@pytest.mark.parametrize("processes", [False, True], ids=["in-process", "host-process"])
+@pytest.mark.parametrize("broker,kept", [("amqtt", False), ("mosquitto", True)])
+async def test_a_broker_crash_shows_in_the_attach_whether_it_kept_the_session(
+    tmp_path, broker, kept, processes
+):
+    # amqtt keeps its sessions in memory: a SIGKILL loses them. Mosquitto saved the session
+    # and its subscription at the connect (autosave on every change).
+    async with Simulation(tmp_path, gbids=["gbid1"], broker=broker, processes=processes) as sim:
+        await sim.cluster_controller("cc1", ["gbid1"])
+        await sim.brokers.crash_broker("gbid1")
+        await sim.brokers.restart_broker("gbid1")
+        await until(lambda: len(events(tmp_path, "link.attach", rt="cc1")) == 2, timeout_s=30)
+
+    first, again = events(tmp_path, "link.attach", rt="cc1")
+    assert (first["session_present"], again["session_present"]) == (False, kept)
+    assert again["ts"] >= events(tmp_path, "life.crash", target="broker-gbid1")[0]["ts"]

@@ -24,6 +24,13 @@ the MQTT target's topic, or that received other messages sent to that target, or
 the target resolves to no runtime, any runtime. A hop of a message that was seen again
 further on (a higher hop count) did arrive: its missing receipt is never excused.
 
+One more end explains a hop via MQTT (``messages.lost_session``): a crash or stop of its
+GBID's broker that lost the receiver's session. The receiver's first ``link.attach`` after
+it says ``session_present: false`` and marks when its subscription was back; a hop sent
+from the end until then reached a broker with nobody subscribed to its topic (amqtt keeps
+no session across a crash, and a sender that reconnects first flushes what it held). A hop
+sent after that attach, or to a receiver whose broker kept the session, is still lost.
+
 Phase 1 is narrow aggregates per message and per hop (``messages``); phase 2 joins only
 the candidates (hashed as the small side of each join) to build the details.
 """
@@ -40,10 +47,12 @@ from .messages import (
     ends,
     excused,
     is_,
+    lost_session,
     message_events,
     per_hop,
     per_message,
     per_runtime,
+    resubscriptions,
 )
 
 _HOP = ["run", "msg", "hops", "rt"]
@@ -81,28 +90,36 @@ def _topics(ctx: CheckContext) -> DataFrame:
     )
 
 
-def _hop_suspects(ctx: CheckContext, lost: DataFrame, topics: DataFrame) -> DataFrame:
-    """Who may have taken each lost hop down, with the time window of its flight."""
-    arrived = per_hop(ctx).filter(F.col("arrived") == 1).select(
+def _arrived(ctx: CheckContext) -> DataFrame:
+    return per_hop(ctx).filter(F.col("arrived") == 1).select(
         "run", F.col("out.rt").alias("rt"), F.col("out.target").alias("target"),
         F.col("out.seq").alias("later_seq"), "arrived_ts", "receiver",
     )
-    # Overtaken: a later send of the same sender to the same target arrived.
-    until = (
-        ctx.small(lost.select(*_HOP, "target", "seq"))
-        .join(arrived, ["run", "rt", "target"])
-        .filter(F.col("later_seq") > F.col("seq"))
-        .groupBy(*_HOP).agg(F.min("arrived_ts").alias("until"))
-    )
+
+
+def _receivers(ctx: CheckContext, lost: DataFrame, topics: DataFrame) -> DataFrame:
+    """The runtimes each lost hop went to: the owner of its MQTT topic, or whoever received
+    other messages sent to its target. A hop that resolves to none has no row."""
     learned = (
-        arrived.join(ctx.small(lost.select("run", "target").distinct()), ["run", "target"])
+        _arrived(ctx).join(ctx.small(lost.select("run", "target").distinct()), ["run", "target"])
         .select("run", "target", F.col("receiver").alias("who")).distinct()
     )
-    receivers = (
+    return (
         lost.filter(F.col("via") == "mqtt").withColumn("topic", _topic("target"))
         .join(ctx.small(topics), ["run", "topic"]).select(*_HOP, "who")
         .unionByName(lost.join(learned, ["run", "target"]).select(*_HOP, "who"))
         .distinct()
+    )
+
+
+def _hop_suspects(ctx: CheckContext, lost: DataFrame, receivers: DataFrame) -> DataFrame:
+    """Who may have taken each lost hop down, with the time window of its flight."""
+    # Overtaken: a later send of the same sender to the same target arrived.
+    until = (
+        ctx.small(lost.select(*_HOP, "target", "seq"))
+        .join(_arrived(ctx), ["run", "rt", "target"])
+        .filter(F.col("later_seq") > F.col("seq"))
+        .groupBy(*_HOP).agg(F.min("arrived_ts").alias("until"))
     )
     unresolved = lost.join(receivers, _HOP, "left_anti").select(*_HOP, F.lit(None).cast("string").alias("who"))
     nobody = F.lit(None).cast("string")
@@ -116,6 +133,16 @@ def _hop_suspects(ctx: CheckContext, lost: DataFrame, topics: DataFrame) -> Data
     return (
         suspects.join(lost.select(*_HOP, F.col("ts").alias("from_ts"), "exp"), _HOP)
         .join(until, _HOP, "left")
+    )
+
+
+def _unsubscribed(lost: DataFrame, receivers: DataFrame) -> DataFrame:
+    """Each lost hop via MQTT with its receiver, its GBID and when it was sent: what a
+    broker that lost the receiver's session may explain (``messages.lost_session``)."""
+    return receivers.join(
+        lost.filter((F.col("via") == "mqtt") & F.col("gbid").isNotNull())
+        .select(*_HOP, F.col("gbid").alias("who_gbid"), F.col("ts").alias("from_ts")),
+        _HOP,
     )
 
 
@@ -246,6 +273,7 @@ def find(ctx: CheckContext) -> dict:
         "twice": _delivered_twice(ctx),
         "ends": ends(ctx),
         "topics": _topics(ctx),
+        "resubscribed": resubscriptions(ctx),
     }
 
 
@@ -254,7 +282,9 @@ def compute(ctx: CheckContext) -> CheckOutput:
     ends_ = ctx.small(found["ends"])
     lost = found["lost"]
     candidates = lost.filter(~F.col("went_on"))
-    hop_excused = excused(_hop_suspects(ctx, candidates, found["topics"]), _HOP, ends_)
+    receivers = _receivers(ctx, candidates, found["topics"])
+    hop_excused = excused(_hop_suspects(ctx, candidates, receivers), _HOP, ends_).unionByName(
+        lost_session(_unsubscribed(candidates, receivers), _HOP, ctx.small(found["resubscribed"])))
     out = (
         _lost_requests(ctx, found["requests"], hop_excused, ends_)
         .unionByName(_duplicates(ctx, found["twice"]))
@@ -268,11 +298,12 @@ CHECK = Check(
     description=(
         "Every request gets a reply delivered or a recorded drop (a duplicate drop accounts "
         "for nothing), unless a crash/stop explains it while it was still in flight (before "
-        "its expiry, before a later message on the same way arrived); no message is delivered "
-        "twice; no mqtt/ws hop vanishes without such an end to explain it."
+        "its expiry, before a later message on the same way arrived), or a broker that lost "
+        "the receiver's session got it before the receiver had subscribed again; no message is "
+        "delivered twice; no mqtt/ws hop vanishes without such an end to explain it."
     ),
     seeds="DESIGN ('Never a silent drop'); 000 restart/crash scenarios",
-    events=(*MSG_EVENTS, "life.crash", "life.stop", "life.start", "life.restart"),
+    events=(*MSG_EVENTS, "life.crash", "life.stop", "life.start", "life.restart", "link.attach"),
     compute=compute,
     find=find,
 )

@@ -8,8 +8,8 @@ The events and the aggregates are cached for the check run (``CheckContext.share
 each is computed once however many checks and branches read it. Their second phase
 joins only the few candidates they found back to the events to build details.
 
-Also here: the ends (crashes and graceful stops) that may explain a loss, and the rule
-that decides whether one does (see ``excused``).
+Also here: the ends (crashes and graceful stops) that may explain a loss, and the rules
+that decide whether one does (see ``excused`` and ``lost_session``).
 """
 
 from __future__ import annotations
@@ -175,3 +175,51 @@ def excused(suspects: DataFrame, keys: list[str], ends_: DataFrame) -> DataFrame
         & (F.col("from_ts") < F.coalesce(F.col("up_ts"), F.lit(NEVER)))
     )
     return suspects.join(ends_, "run").filter((match & in_time) | down_then).select(*keys).distinct()
+
+
+def resubscriptions(ctx: CheckContext) -> DataFrame:
+    """Per broker end and runtime that had attached to that broker before it: the runtime's
+    first ``link.attach`` on the broker's GBID at or after the end (``sub_ts``: its
+    subscription is in place again) and whether the broker still held its session
+    (``session_present``). Few rows: broker ends times the runtimes attached to them."""
+    broker_ends = ctx.of("life.crash", "life.stop").filter(F.col("target_kind") == "broker").select(
+        "run", F.col("gbid").alias("who_gbid"), F.col("ts").alias("end_ts"))
+    attaches = ctx.of("link.attach").filter(F.col("session_present").isNotNull()).select(
+        "run", F.col("rt").alias("who"), F.col("gbid").alias("who_gbid"), F.col("ts").alias("sub_ts"),
+        "session_present")
+    after = F.col("sub_ts") >= F.col("end_ts")
+    return (
+        attaches.join(ctx.small(broker_ends), ["run", "who_gbid"])
+        .groupBy("run", "who_gbid", "end_ts", "who")
+        .agg(
+            F.max(flag(~after)).alias("had_session"),
+            F.min(F.when(after, F.struct("sub_ts", "session_present"))).alias("first"),
+        )
+        .filter((F.col("had_session") == 1) & F.col("first").isNotNull())
+        .select("run", "who_gbid", "end_ts", "who", "first.sub_ts", "first.session_present")
+    )
+
+
+def lost_session(hops: DataFrame, keys: list[str], resubs: DataFrame) -> DataFrame:
+    """The keys of ``hops`` that a broker which lost the receiver's session explains.
+
+    ``hops`` holds, per lost hop via MQTT, its receiver (``who``: a runtime resolved from
+    the hop's target), the GBID it went by (``who_gbid``) and when it was sent
+    (``from_ts``). A crash or stop of that GBID's broker after which the receiver's first
+    attach said ``session_present: false`` had lost the receiver's session and its
+    subscription: a publish that reached the broker before the receiver subscribed again
+    found nobody to take it (the broker keeps nothing for an unknown subscriber). So a hop
+    sent at or after that end and before that attach is explained. A hop sent after the
+    attach is not (the subscription was back), nor one to a receiver whose broker kept the
+    session (``session_present: true``: the broker queued it), nor one to a runtime that
+    had never attached to that broker before the end (no session to lose).
+    """
+    return (
+        hops.join(resubs, ["run", "who", "who_gbid"])
+        .filter(
+            ~F.col("session_present")
+            & (F.col("from_ts") >= F.col("end_ts"))
+            & (F.col("from_ts") < F.col("sub_ts"))
+        )
+        .select(*keys).distinct()
+    )

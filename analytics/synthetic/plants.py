@@ -250,6 +250,35 @@ class Plants:
         w.msg("cc-0", "msg.out", m, "m", prov, mid, 2, None, "mqtt", "g-a", topic, "Mqtt")
         w.msg("cc-2", "msg.in", m, "m", prov, mid, 2, None, "mqtt", "g-a")
 
+    def plant_lost_session(self, j: int) -> None:
+        """A broker crash that lost every session (as amqtt's): what reached it before the
+        receiver had subscribed again is explained, what came after is not. And a broker
+        stop that kept the sessions (as Mosquitto's with persistence): it explains nothing."""
+        w = self.w
+        w.expire_in(100)  # and a lull below: the final stops come too late to explain these
+        w.life("life.crash", "broker-g-a", ',"gbid":"g-a"')
+        w.life("life.restart", "broker-g-a", ',"gbid":"g-a"')
+        w.attach("cc-0", "g-a", "cc-0", self.conn[(0, "g-a")], "establish")  # the sender first
+        m, c = f"unsub{j}", f"unsubc{j}"  # look-alike: cc-1 has not subscribed again yet
+        w.msg("lib-0", "msg.out", m, "rq", "proxy-0", "prov-1", 1, c, "ws", None,
+              "ws://cc-0:4242/", "WebSocket")
+        w.msg("cc-0", "msg.in", m, "rq", "proxy-0", "prov-1", 1, c, "ws")
+        w.msg("cc-0", "msg.out", m, "rq", "proxy-0", "prov-1", 2, c, "mqtt", "g-a", "g-a/cc-1", "Mqtt")
+        for cc in (1, 2, 3):
+            w.attach(f"cc-{cc}", "g-a", f"cc-{cc}", self.conn[(cc, "g-a")], "establish")
+        m = f"resub{j}"  # after cc-1's subscription was back: lost
+        w.msg("cc-0", "msg.out", m, "o", "proxy-0", "prov-1", 2, None, "mqtt", "g-a", "g-a/cc-1", "Mqtt")
+        w.plant("lost-message", "vanished-hop", m, 2, "cc-0")
+        w.life("life.stop", "broker-g-b", ',"gbid":"g-b"')
+        w.life("life.restart", "broker-g-b", ',"gbid":"g-b"')
+        w.attach("cc-0", "g-b", "cc-0", self.conn[(0, "g-b")], "reattach")
+        m = f"kept{j}"  # before cc-2 attached, but the broker had kept its session: lost
+        w.msg("cc-0", "msg.out", m, "o", "proxy-0", "prov-2", 2, None, "mqtt", "g-b", "g-b/cc-2", "Mqtt")
+        for cc in (1, 2, 3):
+            w.attach(f"cc-{cc}", "g-b", f"cc-{cc}", self.conn[(cc, "g-b")], "reattach")
+        w.plant("lost-message", "vanished-hop", m, 2, "cc-0")
+        w.advance(1000)
+
 
 PLANTS = ("plant_loop", "plant_overwrites", "plant_lost", "plant_late", "plant_gcd", "plant_links",
-          "plant_crash", "plant_multicast")
+          "plant_crash", "plant_multicast", "plant_lost_session")

@@ -105,9 +105,13 @@ class Writer:
         kind = KIND[target.split("-", 1)[0]]
         self.emit("runner", ev, f'"target":"{target}","target_kind":"{kind}"{extra}')
 
-    def attach(self, rt: str, gbid: str, client: str, conn: str, mode: str) -> int:
+    def attach(self, rt: str, gbid: str, client: str, conn: str, mode: str,
+               session_present: bool | None = None) -> int:
+        """A link attach; the broker held the session unless it was established anew."""
+        present = mode != "establish" if session_present is None else session_present
         return self.emit(rt, "link.attach", f'"gbid":"{gbid}","client_id":"{client}",'
-                         f'"conn":"{conn}","mode":"{mode}"')[1]
+                         f'"conn":"{conn}","mode":"{mode}",'
+                         f'"session_present":{"true" if present else "false"}')[1]
 
     def detach(self, rt: str, gbid: str, client: str, conn: str, closed: bool = False) -> None:
         self.emit(rt, "link.detach", f'"gbid":"{gbid}","client_id":"{client}","conn":"{conn}",'

@@ -19,7 +19,11 @@ it received but never handled; receivers drop duplicates by message id. Delivery
 crash so does not depend on the broker.
 
 Registry events become ``link.*`` trace events of the runtime whose connection they are
-about; a burst of steals of one key is a ``link.takeover-storm`` naming both runtimes. A
+about; a burst of steals of one key is a ``link.takeover-storm`` naming both runtimes.
+``link.attach`` comes once the connection is subscribed to its own topic again (the
+transport reports a connection only after the SUBACK) and carries the CONNACK's
+``session_present``. When that is false the broker had lost the session: a publish to
+this runtime that reached the broker before this event found no subscriber. A
 resume is traced once the broker has acknowledged every delivery it resumed (or the
 connection went first): ``link.resume`` counts what the outbox re-sent and what the
 broker's PUBACKs settled.
@@ -125,6 +129,9 @@ class BrokerSessions:
         self._storm_until: dict[tuple[str, str], int] = {}
         self._grace: dict[str, asyncio.TimerHandle] = {}
         self._resumes: dict[str, _Resume] = {}  # connection id -> the resume under way
+        # connection id -> the last CONNACK's session-present flag, for its link.attach: a
+        # checker needs it to tell a broker that lost the receiver's subscription.
+        self._session_present: dict[str, bool] = {}
         self._steal_check: asyncio.TimerHandle | None = None
         self._checked_generation: tuple[int, int] | None = None  # the store's when last read
         self._steal_interval = STEAL_CHECK_S
@@ -168,6 +175,7 @@ class BrokerSessions:
         if self._closed:
             return
         self._mine.add(conn.connection_id)
+        self._session_present[conn.connection_id] = session_present
         self._cancel_grace(conn)
         self._end_resume(conn.connection_id)
         inflight = set(self._inflight.setdefault(conn.connection_id, {}).values())
@@ -336,7 +344,8 @@ class BrokerSessions:
             return  # the session's identity is its sending link; one event per transition
         if isinstance(event, LinkAttached) and event.connection_id in self._mine:
             emit("link.attach", **base, conn=event.connection_id, mode=event.mode,
-                 durability=event.durability, error=event.error)
+                 durability=event.durability, error=event.error,
+                 session_present=self._session_present.get(event.connection_id, False))
         elif isinstance(event, LinkDetached) and event.connection_id in self._mine:
             emit("link.detach", **base, conn=event.connection_id, closed=event.closed,
                  error=event.error, stolen_by=event.stolen_by)
