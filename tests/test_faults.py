@@ -21,6 +21,7 @@ from joynr_sim.faults import FaultProxy
 from joynr_sim.runtime.participants import EchoProvider, JoynrTimeoutException
 from joynr_sim.simulation import Simulation
 from joynr_sim.trace import read_run
+from joynr_sim.transport import websocket
 
 pytestmark = pytest.mark.e2e  # sockets on loopback; the simulation tests run brokers
 
@@ -307,6 +308,24 @@ async def test_a_partitioned_libjoynr_link_reconnects_after_heal(tmp_path):
         await sim.faults.heal("consumer")
         await until(lambda: consumer.ws.connected)
         assert await proxy.call("echo", "reconnected", ttl_ms=10_000) == "reconnected"
+
+
+async def test_a_libjoynr_start_tries_again_when_the_opening_handshake_is_not_answered(tmp_path, monkeypatch):
+    # A starved cluster controller accepts the connection but answers the handshake late.
+    monkeypatch.setattr(websocket, "OPEN_TIMEOUT_S", 0.3)
+    async with Simulation(tmp_path, gbids=["gbid1"], processes=False) as sim:
+        cc = await sim.cluster_controller("cc1")
+        app = await sim.libjoynr("app", cc, start=False)
+        await sim.faults.blackhole("app")
+        link = sim.faults._link("app", None)
+        starting = asyncio.create_task(app.start())
+        # The first handshake timed out unanswered and the start tried again.
+        await until(lambda: link.connections >= 2 or starting.done())
+        assert not starting.done(), starting.exception()
+        await sim.faults.heal("app")
+        await starting
+        assert app.ws.connected
+        await until(lambda: "app" in cc.ws_server.clients)  # its hello, read on the server's loop turn
 
 
 async def test_a_delayed_libjoynr_link_slows_a_call_by_at_least_the_delay_each_way(tmp_path):

@@ -16,7 +16,7 @@ from joynr_sim.cli import _hosts
 from joynr_sim.core.address import WebSocketClientAddress
 from joynr_sim.core.routing import RoutingEntry
 from joynr_sim.scenario import load_scenario
-from joynr_sim.scenario.fleet import MAX_OPS_PER_S, FleetRunner, WaveError, fleet_hosts, wave_steps, windows
+from joynr_sim.scenario.fleet import MAX_OPS_PER_S, FleetRunner, WaveError, _bounded, fleet_hosts, wave_steps, windows
 from joynr_sim.scenario.loader import ScenarioError, parse_scenario
 
 FLEET = Path(__file__).resolve().parent.parent / "scenarios" / "fleet"
@@ -324,3 +324,16 @@ async def test_a_start_action_that_found_no_answer_is_tried_again_an_error_reply
     with pytest.raises(ProviderRuntimeException):  # an answer: not tried again
         await runner._tried(lambda: late(ProviderRuntimeException("refused"), 2))
     assert len(tries) == 1
+
+
+async def test_a_start_cancelled_while_it_waits_for_its_limit_is_closed_not_left_unawaited():
+    async def start() -> None:
+        raise AssertionError("never runs: its turn never came")
+
+    coro = start()
+    waiting = asyncio.create_task(_bounded(asyncio.Semaphore(0), coro))
+    await asyncio.sleep(0)  # the task now waits for the limit
+    waiting.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
+    assert coro.cr_frame is None  # closed: no "coroutine was never awaited" at teardown

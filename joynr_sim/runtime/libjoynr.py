@@ -39,6 +39,11 @@ DISCOVERY_CALL_TTL_MS = 30_000  # covers the cluster controller's own call to th
 # as joynr's WebSocket client waits (its websocket/reconnect-sleep-time-ms setting).
 DEFAULT_RECONNECT_INTERVAL_MS = 100
 MAX_RECONNECT_INTERVAL_MS = 60_000
+# Opening handshakes a start tries: a cluster controller that accepted the connection but
+# did not answer within websockets' open timeout is starved, not missing (a missing one
+# refuses at once, and that fails the start at once). joynr's libjoynr keeps trying to
+# reach its cluster controller; a start still ends, with the last timeout, after these.
+START_HANDSHAKE_TRIES = 3
 
 
 class LibjoynrRuntime(Runtime):
@@ -93,7 +98,14 @@ class LibjoynrRuntime(Runtime):
             on_closed=self._on_cc_gone,
             token=self.token,
         )
-        await self.ws.start()
+        for attempt in range(1, START_HANDSHAKE_TRIES + 1):
+            try:
+                await self.ws.start()
+                return
+            except TimeoutError:  # the opening handshake's answer did not come in time
+                if attempt == START_HANDSHAKE_TRIES:
+                    raise
+                await asyncio.sleep(self.reconnect_interval_ms / 1000)
 
     def _on_cc_gone(self) -> None:
         if self.running:

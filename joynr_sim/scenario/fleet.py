@@ -155,8 +155,13 @@ def windows(fleet: Fleet) -> list[Window]:
 
 
 async def _bounded(limit: asyncio.Semaphore, coro: Any) -> Any:
-    async with limit:
-        return await coro
+    try:
+        async with limit:
+            return await coro
+    finally:
+        # Cancelled while waiting for the limit (another start failed): the coroutine never
+        # ran; closing it says so, instead of a "never awaited" warning at teardown.
+        coro.close()
 
 
 async def _all(coros: Any) -> list[Any]:

@@ -36,6 +36,9 @@ from websockets.protocol import State
 from ..core.address import AddressError, WebSocketClientAddress, from_json, to_dict
 from ..core.limits import InvalidField, check_id, preview
 
+# websockets' own default: how long a client waits for the opening handshake's answer.
+OPEN_TIMEOUT_S = 10.0
+
 HANDSHAKE_TIMEOUT_S = 5
 MAX_WEBSOCKET_FRAME_BYTES = 16 * 1024 * 1024
 MAX_HANDSHAKE_BYTES = 4096
@@ -254,7 +257,10 @@ class WebSocketClient:
             # proxy=None: the cluster controller is local, and websockets would otherwise read
             # the proxy settings of the whole environment on every connect (a sixth of a
             # libjoynr runtime's start-up CPU in the profile).
-            self._ws = await connect(self.url, max_size=MAX_WEBSOCKET_FRAME_BYTES, compression=None, proxy=None)
+            self._ws = await connect(
+                self.url, max_size=MAX_WEBSOCKET_FRAME_BYTES, compression=None, proxy=None,
+                open_timeout=OPEN_TIMEOUT_S,
+            )
         except InvalidHandshake as exc:
             # A peer that went away mid-handshake is a connection that failed, like a refusal.
             raise ConnectionError(f"WebSocket handshake with {self.url} failed: {exc}") from None
