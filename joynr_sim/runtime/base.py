@@ -17,8 +17,9 @@ from __future__ import annotations
 import asyncio
 import random
 import traceback
+import types
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Coroutine, Generator, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -426,13 +427,25 @@ class Runtime:
         if self.subscriptions.dispatch(msg, skeleton):
             return
         if isinstance(skeleton, ProviderSkeleton) and msg.type in (REQUEST, ONE_WAY):
-            self._spawn(self._invoke(skeleton, msg))
+            self._soon(self._invoke_now, skeleton, msg)
         elif msg.type == REPLY:
             # Any local participant may have called: a proxy, or the runtime's own
             # discovery and routing clients.
             future = self._pending.pop(msg.header(REQUEST_REPLY_ID) or "", None)
             if future is not None and not future.done():
                 future.set_result(msg.payload)
+
+    def _invoke_now(self, skeleton: ProviderSkeleton, msg: JoynrMessage) -> None:
+        """Invoke a provider where its task would have taken its first step. Most methods
+        return without suspending: they finish here, and a task (its creation, steps and
+        done callback were a tenth of the provider side's loop work) is made only for
+        the rest of one that suspends, so a halt still cancels it."""
+        invocation = self._invoke(skeleton, msg)
+        try:
+            suspended_on = invocation.send(None)
+        except StopIteration:
+            return
+        self._spawn(_rest_of(invocation, suspended_on))
 
     async def _invoke(self, skeleton: ProviderSkeleton, msg: JoynrMessage) -> None:
         error: BaseException | None = None
@@ -686,3 +699,25 @@ class Proxy:
 
     async def unsubscribe(self, subscription_id: str) -> None:
         await self.runtime.subscriptions.unsubscribe(subscription_id)
+
+
+async def _rest_of(coroutine: Coroutine[Any, Any, Any], suspended_on: Any) -> Any:
+    # A coroutine for the task (create_task refuses a bare generator from Python 3.12 on).
+    return await _resumed(coroutine, suspended_on)
+
+
+@types.coroutine
+def _resumed(coroutine: Coroutine[Any, Any, Any], suspended_on: Any) -> Generator[Any, Any, Any]:
+    """The rest of a coroutine whose first step was taken outside a task and suspended on
+    ``suspended_on``: what ``yield from`` would do, from the second step on. The task that
+    runs it waits for what the coroutine waits for, and its cancellation is thrown in."""
+    while True:
+        try:
+            try:
+                sent = yield suspended_on
+            except BaseException as exc:  # a cancellation, or what the awaited future raised
+                suspended_on = coroutine.throw(exc)
+            else:
+                suspended_on = coroutine.send(sent)
+        except StopIteration as stop:
+            return stop.value
