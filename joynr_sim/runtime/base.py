@@ -620,16 +620,21 @@ class Runtime:
         corr = str(uuid.uuid4())
         msg = self._outgoing(REQUEST, sender, recipient, method, params, ttl_ms,
                              ((REQUEST_REPLY_ID, corr),))
-        future = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
         self._pending[corr] = future
-        self.route(msg, gbid)
+        # A timer on the future itself, not wait_for: that adds a second future and a
+        # callback that wakes this task one loop turn after the reply resolved it.
+        timer = loop.call_later(ttl_ms / 1000, _time_out, future)
         try:
-            payload = await asyncio.wait_for(future, ttl_ms / 1000)
+            self.route(msg, gbid)
+            payload = await future
         except TimeoutError:
             raise JoynrTimeoutException(
                 f"{method} to {recipient}: no reply within {ttl_ms} ms (message {msg.id})"
             ) from None
         finally:
+            timer.cancel()
             self._pending.pop(corr, None)
         return decode_reply(payload)
 
@@ -699,6 +704,11 @@ class Proxy:
 
     async def unsubscribe(self, subscription_id: str) -> None:
         await self.runtime.subscriptions.unsubscribe(subscription_id)
+
+
+def _time_out(future: asyncio.Future[Any]) -> None:
+    if not future.done():
+        future.set_exception(TimeoutError())
 
 
 async def _rest_of(coroutine: Coroutine[Any, Any, Any], suspended_on: Any) -> Any:

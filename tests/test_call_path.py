@@ -1,5 +1,6 @@
-"""A provider's method runs where its task would have started, and gets a task only for
-what comes after it suspends: the rest still answers, fails and is cancelled as a task's."""
+"""The call path: a provider's method runs where its task would have started and gets a
+task only for what comes after it suspends (the rest still answers, fails and is cancelled
+as a task's); a reply wakes its caller without a second future."""
 
 from __future__ import annotations
 
@@ -9,7 +10,12 @@ import pytest
 
 from e2e_helpers import until
 from joynr_sim.runtime.base import _rest_of
-from joynr_sim.runtime.participants import EchoProvider, JoynrTimeoutException, ProviderRuntimeException
+from joynr_sim.runtime.participants import (
+    EchoProvider,
+    JoynrTimeoutException,
+    ProviderRuntimeException,
+    encode_reply,
+)
 from joynr_sim.simulation import Simulation
 
 
@@ -130,3 +136,22 @@ async def test_providers_that_return_at_once_and_that_suspend(tmp_path):
         await until(lambda: impl.log == ["waiting", "cancelled"])
         with pytest.raises(JoynrTimeoutException):
             await lost
+
+
+@pytest.mark.e2e
+async def test_a_reply_wakes_its_caller_in_the_loop_turn_it_resolves_and_a_missing_one_times_out(tmp_path):
+    async with Simulation(tmp_path, gbids=["gbid1"], broker="mosquitto", faults=False, processes=False) as sim:
+        cc = await sim.cluster_controller("cc1")
+        consumer = await sim.libjoynr("consumer", cc)
+        proxy = await consumer.create_proxy("joynrsim/Echo", "nobody")
+        call = asyncio.ensure_future(proxy.call("echo", "x", ttl_ms=10_000))
+        await until(lambda: len(consumer._pending) == 1)
+        (reply,) = consumer._pending.values()
+        reply.set_result(encode_reply("answered", None))
+        await asyncio.sleep(0)  # one loop turn
+        assert call.done() and call.result() == "answered"
+        assert consumer._pending == {}
+
+        with pytest.raises(JoynrTimeoutException, match="no reply within 200 ms"):
+            await proxy.call("echo", "y", ttl_ms=200)
+        assert consumer._pending == {}
