@@ -171,8 +171,11 @@ def decode(data: bytes, limits: WireLimits = DEFAULT_LIMITS) -> JoynrMessage:
         for value, name in ((mid, "id"), (sender, "f"), (recipient, "to")):
             if not _plain(value, max_id):
                 check_id(value, name, limits)
-        check_int(expiry, "ex", 0, limits.max_expiry_ms)
-        check_int(hops, "h", 0, limits.max_hop_counter)
+        # Both are exact ints (tested above): only their range is left to check here.
+        if not 0 <= expiry <= limits.max_expiry_ms:
+            check_int(expiry, "ex", 0, limits.max_expiry_ms)  # raises with the range
+        if not 0 <= hops <= limits.max_hop_counter:
+            check_int(hops, "h", 0, limits.max_hop_counter)
         if len(headers) > limits.max_headers:
             raise InvalidField("ch", f"{len(headers)} custom headers, at most {limits.max_headers}")
         custom: list[tuple[str, str]] = []
