@@ -80,6 +80,13 @@ class JoynrMessage:
         copy.__dict__["hops"] = self.hops + 1
         return copy
 
+    def with_reply_to(self, address: Address) -> JoynrMessage:
+        # As with_hop: a cluster controller sets it on every request it publishes.
+        copy = object.__new__(JoynrMessage)
+        copy.__dict__.update(self.__dict__)
+        copy.__dict__["reply_to"] = address
+        return copy
+
     def header(self, name: str) -> str | None:
         # The last of equal names wins, as in a dict of the headers; no dict is built, as
         # every traced hop asks for the request-reply id.
