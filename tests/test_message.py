@@ -70,6 +70,9 @@ def test_defaults_and_helpers():
     hopped = a.with_hop().with_hop()
     assert hopped.hops == 2 and a.hops == 0 and hopped.id == a.id
     assert hopped == JoynrMessage("rq", "f", "t", 10, id=a.id, hops=2)  # every other field kept
+    answered = hopped.with_reply_to(MqttAddress("gbid1", "cc1"))
+    assert answered == JoynrMessage("rq", "f", "t", 10, id=a.id, hops=2, reply_to=MqttAddress("gbid1", "cc1"))
+    assert hopped.reply_to is None
     m = JoynrMessage("o", "f", "t", 10, custom_headers=(("k", "v"),))
     assert m.header("k") == "v" and m.header("missing") is None
     twice = JoynrMessage("o", "f", "t", 10, custom_headers=(("k", "1"), ("j", "2"), ("k", "3")))

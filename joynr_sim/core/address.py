@@ -8,6 +8,7 @@ equal only when they wrap the same object; it is never serialised.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -168,17 +169,20 @@ def from_json(text: str | bytes) -> Address:
     return from_dict(data)
 
 
+# By exact type, as type_name looks them up: a trace line of every hop names its target.
+_DESCRIBE: dict[type, Callable[[Any], str]] = {
+    # Two in-process addresses are the same only when they wrap the same object.
+    InProcessAddress: lambda a: f"inprocess:{id(a.skeleton):x}",
+    MqttAddress: lambda a: f"{a.broker_uri}/{a.topic}",
+    WebSocketClientAddress: lambda a: a.id,
+    WebSocketAddress: lambda a: f"{a.protocol.lower()}://{a.host}:{a.port}{a.path}",
+    ChannelAddress: lambda a: f"{a.messaging_endpoint_url}#{a.channel_id}",
+}
+
+
 def describe(address: Address) -> str:
     """A short human-readable target for traces: the thing a hop goes to."""
-    if isinstance(address, InProcessAddress):
-        # Two in-process addresses are the same only when they wrap the same object.
-        return f"inprocess:{id(address.skeleton):x}"
-    if isinstance(address, MqttAddress):
-        return f"{address.broker_uri}/{address.topic}"
-    if isinstance(address, WebSocketClientAddress):
-        return address.id
-    if isinstance(address, WebSocketAddress):
-        return f"{address.protocol.lower()}://{address.host}:{address.port}{address.path}"
-    if isinstance(address, ChannelAddress):
-        return f"{address.messaging_endpoint_url}#{address.channel_id}"
-    raise AddressError("_typeName", f"not an address: {address!r}")
+    text = _DESCRIBE.get(type(address))
+    if text is None:
+        raise AddressError("_typeName", f"not an address: {address!r}")
+    return text(address)

@@ -80,6 +80,13 @@ class JoynrMessage:
         copy.__dict__["hops"] = self.hops + 1
         return copy
 
+    def with_reply_to(self, address: Address) -> JoynrMessage:
+        # As with_hop: a cluster controller sets it on every request it publishes.
+        copy = object.__new__(JoynrMessage)
+        copy.__dict__.update(self.__dict__)
+        copy.__dict__["reply_to"] = address
+        return copy
+
     def header(self, name: str) -> str | None:
         # The last of equal names wins, as in a dict of the headers; no dict is built, as
         # every traced hop asks for the request-reply id.
@@ -171,8 +178,11 @@ def decode(data: bytes, limits: WireLimits = DEFAULT_LIMITS) -> JoynrMessage:
         for value, name in ((mid, "id"), (sender, "f"), (recipient, "to")):
             if not _plain(value, max_id):
                 check_id(value, name, limits)
-        check_int(expiry, "ex", 0, limits.max_expiry_ms)
-        check_int(hops, "h", 0, limits.max_hop_counter)
+        # Both are exact ints (tested above): only their range is left to check here.
+        if not 0 <= expiry <= limits.max_expiry_ms:
+            check_int(expiry, "ex", 0, limits.max_expiry_ms)  # raises with the range
+        if not 0 <= hops <= limits.max_hop_counter:
+            check_int(hops, "h", 0, limits.max_hop_counter)
         if len(headers) > limits.max_headers:
             raise InvalidField("ch", f"{len(headers)} custom headers, at most {limits.max_headers}")
         custom: list[tuple[str, str]] = []

@@ -14,7 +14,6 @@ It never touches a socket, a clock of its own or an event loop: ``clock`` is a c
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
 from typing import Any
 
 from .actions import (
@@ -318,7 +317,7 @@ class CcMessageRouter(MessageRouter):
             if address.broker_uri not in self.gbids:
                 return [Drop(msg, "unknown-gbid", via="mqtt", gbid=address.broker_uri)]
             if msg.type in REQUEST_TYPES and msg.reply_to is None:
-                msg = replace(msg, reply_to=MqttAddress(address.broker_uri, self.own_topic))
+                msg = msg.with_reply_to(MqttAddress(address.broker_uri, self.own_topic))
             return [Send(msg, address)]
         if isinstance(address, WebSocketClientAddress):
             return [Send(msg, address)]

@@ -17,8 +17,9 @@ from __future__ import annotations
 import asyncio
 import random
 import traceback
+import types
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Coroutine, Generator, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -273,37 +274,60 @@ class Runtime:
         self.trace.emit(ev, **fields, **extra)
 
     # -- carrying out the router's decisions ---------------------------------------------
+    _on_action: dict[type, Callable[[Any, Any], None]]  # per class: _action_table
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls._on_action = _action_table(cls)
+
     def carry_out(self, actions: Iterable[Action]) -> None:
+        # One dict lookup by the action's exact type (the actions are final dataclasses),
+        # not a chain of isinstance tests: the fleet's profile counted five a call.
+        on_action = self._on_action
         for action in actions:
-            if isinstance(action, Send):
-                self.trace_msg(
-                    "msg.out", action.msg, via=action.via, addr_type=type_name(action.address),
-                    target=describe(action.address), gbid=action.gbid, resent=action.resent,
-                )
-                if not isinstance(action.address, InProcessAddress):
-                    self._transmit(action.msg, action.address)
-            elif isinstance(action, Deliver):
-                self.trace_msg("msg.deliver", action.msg)
-                self._dispatch(action.msg, action.recipient)
-            elif isinstance(action, Received):
-                self.trace_msg("msg.in", action.msg, via=action.via, gbid=action.gbid)
-            elif isinstance(action, Drop):
-                extra = {k: v for k, v in (("via", action.via), ("gbid", action.gbid),
-                                           ("detail", action.detail), ("field", action.field))
-                         if v is not None}
-                self.trace_msg("msg.drop", action.msg, reason=action.reason, **extra)
-            elif isinstance(action, Queue):
-                self.trace_msg("msg.queue", action.msg, reason=action.reason)
-            elif isinstance(action, Resolve):
-                self._spawn(self._resolving(action.participant_id))
-            elif isinstance(action, Reject):
-                self._reply(action.msg, None, ProviderRuntimeException(f"not permitted: {action.detail}"))
-            elif isinstance(action, Withhold):
-                self.emit("mc.withhold", msg=action.msg.id, multicast=action.msg.recipient, reason=action.reason)
-            elif isinstance(action, (Subscribe, Unsubscribe)):
-                self._multicast_topic(action.gbid, action.topic, isinstance(action, Subscribe))
-            elif not isinstance(action, LearnRoute):  # the table's listener traced the put
+            handler = on_action.get(type(action))
+            if handler is None:
                 raise TypeError(f"unknown router action {action!r}")
+            handler(self, action)
+
+    def _on_send(self, action: Send) -> None:
+        self.trace_msg(
+            "msg.out", action.msg, via=action.via, addr_type=type_name(action.address),
+            target=describe(action.address), gbid=action.gbid, resent=action.resent,
+        )
+        if not isinstance(action.address, InProcessAddress):
+            self._transmit(action.msg, action.address)
+
+    def _on_deliver(self, action: Deliver) -> None:
+        self.trace_msg("msg.deliver", action.msg)
+        self._dispatch(action.msg, action.recipient)
+
+    def _on_received(self, action: Received) -> None:
+        self.trace_msg("msg.in", action.msg, via=action.via, gbid=action.gbid)
+
+    def _on_drop(self, action: Drop) -> None:
+        extra = {k: v for k, v in (("via", action.via), ("gbid", action.gbid),
+                                   ("detail", action.detail), ("field", action.field))
+                 if v is not None}
+        self.trace_msg("msg.drop", action.msg, reason=action.reason, **extra)
+
+    def _on_queue(self, action: Queue) -> None:
+        self.trace_msg("msg.queue", action.msg, reason=action.reason)
+
+    def _on_resolve(self, action: Resolve) -> None:
+        self._spawn(self._resolving(action.participant_id))
+
+    def _on_reject(self, action: Reject) -> None:
+        self._reply(action.msg, None, ProviderRuntimeException(f"not permitted: {action.detail}"))
+
+    def _on_withhold(self, action: Withhold) -> None:
+        self.emit("mc.withhold", msg=action.msg.id, multicast=action.msg.recipient, reason=action.reason)
+
+    def _on_topic(self, action: Subscribe | Unsubscribe) -> None:
+        self._multicast_topic(action.gbid, action.topic, type(action) is Subscribe)
+
+    def _on_learn_route(self, action: LearnRoute) -> None:
+        """Nothing to do: the routing table's listener traced the put."""
 
     def receive_frame(
         self, data: bytes | str, via: str, gbid: str | None = None, source: str | None = None
@@ -430,13 +454,25 @@ class Runtime:
         if self.subscriptions.dispatch(msg, skeleton):
             return
         if isinstance(skeleton, ProviderSkeleton) and msg.type in (REQUEST, ONE_WAY):
-            self._spawn(self._invoke(skeleton, msg))
+            self._soon(self._invoke_now, skeleton, msg)
         elif msg.type == REPLY:
             # Any local participant may have called: a proxy, or the runtime's own
             # discovery and routing clients.
             future = self._pending.pop(msg.header(REQUEST_REPLY_ID) or "", None)
             if future is not None and not future.done():
                 future.set_result(msg.payload)
+
+    def _invoke_now(self, skeleton: ProviderSkeleton, msg: JoynrMessage) -> None:
+        """Invoke a provider where its task would have taken its first step. Most methods
+        return without suspending: they finish here, and a task (its creation, steps and
+        done callback were a tenth of the provider side's loop work) is made only for
+        the rest of one that suspends, so a halt still cancels it."""
+        invocation = self._invoke(skeleton, msg)
+        try:
+            suspended_on = invocation.send(None)
+        except StopIteration:
+            return
+        self._spawn(_rest_of(invocation, suspended_on))
 
     async def _invoke(self, skeleton: ProviderSkeleton, msg: JoynrMessage) -> None:
         error: BaseException | None = None
@@ -611,16 +647,21 @@ class Runtime:
         corr = str(uuid.uuid4())
         msg = self._outgoing(REQUEST, sender, recipient, method, params, ttl_ms,
                              ((REQUEST_REPLY_ID, corr),))
-        future = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
         self._pending[corr] = future
-        self.route(msg, gbid)
+        # A timer on the future itself, not wait_for: that adds a second future and a
+        # callback that wakes this task one loop turn after the reply resolved it.
+        timer = loop.call_later(ttl_ms / 1000, _time_out, future)
         try:
-            payload = await asyncio.wait_for(future, ttl_ms / 1000)
+            self.route(msg, gbid)
+            payload = await future
         except TimeoutError:
             raise JoynrTimeoutException(
                 f"{method} to {recipient}: no reply within {ttl_ms} ms (message {msg.id})"
             ) from None
         finally:
+            timer.cancel()
             self._pending.pop(corr, None)
         return decode_reply(payload)
 
@@ -643,6 +684,19 @@ class Runtime:
             payload=encode_request(method, params),
             custom_headers=headers,
         )
+
+
+def _action_table(cls: type[Runtime]) -> dict[type, Callable[[Any, Any], None]]:
+    """What carry_out calls per action type, taken from ``cls`` so that a subclass's
+    override of a handler counts."""
+    return {
+        Send: cls._on_send, Deliver: cls._on_deliver, Received: cls._on_received, Drop: cls._on_drop,
+        Queue: cls._on_queue, Resolve: cls._on_resolve, Reject: cls._on_reject, Withhold: cls._on_withhold,
+        Subscribe: cls._on_topic, Unsubscribe: cls._on_topic, LearnRoute: cls._on_learn_route,
+    }
+
+
+Runtime._on_action = _action_table(Runtime)
 
 
 class Proxy:
@@ -690,3 +744,30 @@ class Proxy:
 
     async def unsubscribe(self, subscription_id: str) -> None:
         await self.runtime.subscriptions.unsubscribe(subscription_id)
+
+
+def _time_out(future: asyncio.Future[Any]) -> None:
+    if not future.done():
+        future.set_exception(TimeoutError())
+
+
+async def _rest_of(coroutine: Coroutine[Any, Any, Any], suspended_on: Any) -> Any:
+    # A coroutine for the task (create_task refuses a bare generator from Python 3.12 on).
+    return await _resumed(coroutine, suspended_on)
+
+
+@types.coroutine
+def _resumed(coroutine: Coroutine[Any, Any, Any], suspended_on: Any) -> Generator[Any, Any, Any]:
+    """The rest of a coroutine whose first step was taken outside a task and suspended on
+    ``suspended_on``: what ``yield from`` would do, from the second step on. The task that
+    runs it waits for what the coroutine waits for, and its cancellation is thrown in."""
+    while True:
+        try:
+            try:
+                sent = yield suspended_on
+            except BaseException as exc:  # a cancellation, or what the awaited future raised
+                suspended_on = coroutine.throw(exc)
+            else:
+                suspended_on = coroutine.send(sent)
+        except StopIteration as stop:
+            return stop.value

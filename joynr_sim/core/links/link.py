@@ -29,8 +29,7 @@ Locking, and why it cannot deadlock: see the package doc.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from .events import (
@@ -88,6 +87,10 @@ class Link:
         self._cond = threading.Condition(threading.Lock())
         self._next_ticket = 0
         self._serving = 0
+        # Threads in _cond.wait: with none (a link used from one event loop, every MQTT
+        # publish and PUBACK) a turn notifies nobody, which was most of its cost.
+        self._waiters = 0
+        self._turn_lock = _Turn(self)
         # State below: changed only in a turn, and under _cond so readers see it whole.
         self._terminus: Terminus | None = None
         self._remote: Terminus | None = None
@@ -163,29 +166,20 @@ class Link:
     def wait_pending(self, count: int, timeout: float) -> bool:
         """Wait until at least count operations hold or wait for the turn."""
         with self._cond:
-            return self._cond.wait_for(
-                lambda: self._next_ticket - self._serving >= count, timeout
-            )
+            self._waiters += 1
+            try:
+                return self._cond.wait_for(lambda: self._next_ticket - self._serving >= count, timeout)
+            finally:
+                self._waiters -= 1
 
     def __repr__(self) -> str:
         k = self.key
         return f"Link({k.role}, {k.remote_container_id!r}, {k.link_name!r}, owner={self.owner!r})"
 
     # -- the turn: a FIFO ticket lock ------------------------------------------------
-    @contextmanager
-    def _turn(self) -> Iterator[None]:
-        with self._cond:
-            ticket = self._next_ticket
-            self._next_ticket += 1
-            self._cond.notify_all()  # wake wait_pending
-            while self._serving != ticket:
-                self._cond.wait()
-        try:
-            yield
-        finally:
-            with self._cond:
-                self._serving += 1
-                self._cond.notify_all()
+    def _turn(self) -> _Turn:
+        return self._turn_lock
+
 
     # -- operations -----------------------------------------------------------------
     def attach(
@@ -532,3 +526,36 @@ class Link:
             events.append(LinkExpired(now_ms, self.key, since, timeout_ms))
             reg._enqueue(events)
             return True
+
+
+class _Turn:
+    """A link's turn, entered and left as a context manager; one object per link, as a turn
+    needs no state of its own (a generator-based context manager was made per operation)."""
+
+    __slots__ = ("_link",)
+
+    def __init__(self, link: Link) -> None:
+        self._link = link
+
+    def __enter__(self) -> None:
+        link = self._link
+        cond = link._cond
+        with cond:
+            ticket = link._next_ticket
+            link._next_ticket += 1
+            if link._waiters:
+                cond.notify_all()  # wake wait_pending
+            if link._serving != ticket:
+                link._waiters += 1
+                try:
+                    while link._serving != ticket:
+                        cond.wait()
+                finally:
+                    link._waiters -= 1
+
+    def __exit__(self, *exc_info: object) -> None:
+        link = self._link
+        with link._cond:
+            link._serving += 1
+            if link._waiters:
+                link._cond.notify_all()
