@@ -103,10 +103,14 @@ def test_rows_frame_types_and_empty_tables(spark):
 
 
 def test_a_reading_pass_after_a_small_check_run_compiles_its_stages(spark):
-    """A small input's check run turns whole-stage code generation off (``partition_for``);
-    the next check run in the same session reads its traces with it on again. Left off, the
-    reading pass of 1M events after a small warm-up ran interpreted: JVM CPU 26.5 s, not 21.5."""
+    """A small input's check run turns whole-stage code generation and expression
+    compilation off (``partition_for``); the next check run in the same session reads its
+    traces with both on again. Left off, the reading pass of 1M events after a small
+    warm-up ran interpreted: JVM CPU 26.5 s, not 21.5, with stages interpreted; 79-84 s,
+    not 30-48, with expressions interpreted too."""
     partition_for(spark, 10)
     assert spark.conf.get("spark.sql.codegen.wholeStage") == "false"
+    assert spark.conf.get("spark.sql.codegen.factoryMode") == "NO_CODEGEN"
     tune(spark)
     assert spark.conf.get("spark.sql.codegen.wholeStage") == "true"
+    assert spark.conf.get("spark.sql.codegen.factoryMode") == "FALLBACK"
