@@ -64,7 +64,11 @@ def socket_inodes(pid: int, proc: Path = _PROC) -> set[int] | None:
 def listens_on(pid: int, port: int, proc: Path = _PROC) -> bool | None:
     """Whether ``pid`` holds a socket listening on ``port``; None when /proc cannot tell."""
     listening = listening_inodes(port, proc)
-    held = socket_inodes(pid, proc)
-    if listening is None or held is None:
+    if listening is None:
         return None
+    held = socket_inodes(pid, proc)
+    if held is None:
+        # /proc works, but the process's fds are gone: it exited (a broker whose bind
+        # failed, not reaped yet, is a zombie without fds) and listens on nothing.
+        return False
     return bool(listening & held)

@@ -72,6 +72,18 @@ def test_listens_on_without_proc_cannot_tell(tmp_path: Path) -> None:
     assert listens_on(os.getpid(), 1883, proc=tmp_path) is None
 
 
+def test_listens_on_a_process_that_exited_is_false(tmp_path: Path) -> None:
+    # A broker whose bind failed may exit between the refused probe and this look: a
+    # process without fds listens on nothing, so the refusal was another's.
+    (tmp_path / "net").mkdir()
+    (tmp_path / "net" / "tcp").write_text(
+        "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n"
+        "   0: 0100007F:075B 00000000:0000 0A 00000000:00000000 00:00000000 00000000 0 0 4242 1\n",
+        encoding="ascii",
+    )
+    assert listens_on(12345, 0x075B, proc=tmp_path) is False
+
+
 def test_listening_inodes_skips_malformed_lines(tmp_path: Path) -> None:
     (tmp_path / "net").mkdir()
     (tmp_path / "net" / "tcp").write_text(
