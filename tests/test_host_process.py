@@ -121,6 +121,35 @@ async def test_the_host_program_speaks_the_same_protocol(tmp_path):
     assert not exists(pid) and host.exitcode == 0
 
 
+def loaded_libraries(pid: int) -> str:
+    return Path(f"/proc/{pid}/maps").read_text()
+
+
+@pytest.mark.parametrize("kind", [HostProcess, Program])
+async def test_a_host_runs_on_uvloop_unless_the_runner_asks_for_asyncio(tmp_path, monkeypatch, kind):
+    # The choice is read in the runner and passed along: the fork server started earlier in
+    # this test session, with whatever environment it had then.
+    default = kind("default", tmp_path)
+    await default.spawn()
+    monkeypatch.setenv("JOYNR_SIM_EVENT_LOOP", "asyncio")
+    standard = kind("standard", tmp_path)
+    await standard.spawn()
+    try:
+        assert (default.event_loop, standard.event_loop) == ("uvloop", "asyncio")  # and each host said so
+        assert "uvloop" in loaded_libraries(default.pid)
+        assert "uvloop" not in loaded_libraries(standard.pid)
+        assert standard.query("advance", {"offset_ms": 3}) == 3
+    finally:
+        await default.close()
+        await standard.close()
+
+
+def test_an_unknown_event_loop_is_refused_before_any_host_starts(tmp_path, monkeypatch):
+    monkeypatch.setenv("JOYNR_SIM_EVENT_LOOP", "trio")
+    with pytest.raises(ValueError, match="JOYNR_SIM_EVENT_LOOP: expected uvloop or asyncio, got 'trio'"):
+        Simulation(tmp_path / "run", gbids=["gbid1"], processes=True)
+
+
 class Impostor(HostProcess):
     """A child that speaks something else than the control protocol."""
 
