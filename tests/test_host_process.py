@@ -150,6 +150,26 @@ def test_an_unknown_event_loop_is_refused_before_any_host_starts(tmp_path, monke
         Simulation(tmp_path / "run", gbids=["gbid1"], processes=True)
 
 
+async def test_a_host_profiles_between_on_and_off_and_refuses_a_switch_out_of_turn(tmp_path):
+    host = HostProcess("h", tmp_path)
+    await host.spawn()
+    try:
+        with pytest.raises(ValueError, match="profile: not on"):
+            await host.request("profile", {"enable": False})
+        assert await host.request("profile", {"enable": True}) is None
+        with pytest.raises(ValueError, match="profile: already on"):
+            await host.request("profile", {"enable": True})
+        for offset in range(1, 50):
+            await host.request("advance", {"offset_ms": offset})
+        found = await host.request("profile", {"enable": False})
+        assert found["function_calls"] > 0 and found["own_s"] > 0
+        assert any(t["function"].startswith("advance_to (clock.py:") and t["calls"] == 49 for t in found["top"])
+        with pytest.raises(ValueError, match="profile: not on"):
+            await host.request("profile", {"enable": False})
+    finally:
+        await host.close()
+
+
 class Impostor(HostProcess):
     """A child that speaks something else than the control protocol."""
 
