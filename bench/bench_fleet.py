@@ -50,6 +50,7 @@ from paho.mqtt.enums import CallbackAPIVersion
 
 from brokers import mosquitto
 from joynr_sim.core.address import MqttAddress
+from joynr_sim.host.event_loop import event_loop_choice
 from joynr_sim.host.peak_memory import peak_mib
 from joynr_sim.runtime.participants import EchoProvider
 from joynr_sim.scenario.fleet import PURGE_MS
@@ -283,7 +284,7 @@ def run(quick: bool) -> list[dict]:
     calls = max(10, (CALLS // 10 if quick else CALLS) // consumers)
     saves = autosave()
     r = asyncio.run(_fleet(ccs, apps, calls, saves))
-    group = f"mosquitto (autosave {saves}) {ccs} CCs / {apps} runtimes, {r['hosts']} hosts"
+    group = f"mosquitto (autosave {saves}) {ccs} CCs / {apps} runtimes, {r['hosts']} hosts on {event_loop_choice()}"
     rate = r["ok"] / r["wall"]
     return [
         {"group": group, "name": "fleet calls", "value": rate, "unit": "calls/s",
