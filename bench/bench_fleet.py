@@ -24,7 +24,9 @@ messages with ``WINDOW`` in flight per pair, for as long as the fleet's load ran
 Rows: calls/s and lost calls of the fleet, the paho round trips/s, their ratio; CPU
 milliseconds per call of the host processes and runner, and of the broker; start-up
 seconds (every runtime started and every proxy made) and peak memory (the sum of every
-host process's peak resident set, and the runner's).
+host process's peak resident set, and the runner's). Last, a cProfile of every host over a
+quarter of the load more, after the measured part: Python function calls per call, and the
+top functions by own time over all hosts (share of the profile, calls per call).
 
 Sizes: ``JOYNR_SIM_FLEET=CCSxAPPS`` (e.g. ``100x1000``, ``1000x10000``); default 10x100
 (``--quick``: 4x20), so ``make bench`` stays within minutes.
@@ -48,6 +50,7 @@ from paho.mqtt.enums import CallbackAPIVersion
 
 from brokers import mosquitto
 from joynr_sim.core.address import MqttAddress
+from joynr_sim.host.event_loop import event_loop_choice
 from joynr_sim.host.peak_memory import peak_mib
 from joynr_sim.runtime.participants import EchoProvider
 from joynr_sim.scenario.fleet import PURGE_MS
@@ -87,6 +90,7 @@ def autosave() -> int:
 START_CONCURRENCY = 50  # runtime starts at a time
 CCS_PER_HOST = 80
 CC_START_CONCURRENCY = 10  # CC starts and GCD adds at a time
+PROFILE_TOP = 20
 
 
 async def _bounded(limit: asyncio.Semaphore, coro: Any) -> Any:
@@ -236,6 +240,7 @@ async def _fleet(ccs: int, apps: int, calls_per_consumer: int, saves: int) -> di
             wall = time.perf_counter() - t0
             cpu = sum(_cpu_seconds(pid) for pid in pids) + time.process_time() - cpu0
             broker_cpu = (_cpu_seconds(broker_pid) if broker_pid else 0.0) - broker0
+            profile = await _profile(sim, pairs, max(2, calls_per_consumer // 4))
             peak_mb = sum(peak_mib(pid) for pid in pids)
             runner_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
             paho_rate = await asyncio.to_thread(paho_capacity, sim, hosts, min(max(wall, 3.0), 20.0))
@@ -246,7 +251,31 @@ async def _fleet(ccs: int, apps: int, calls_per_consumer: int, saves: int) -> di
             failed[name] = failed.get(name, 0) + n
     return {"hosts": hosts, "processes": len(pids), "calls": len(pairs) * calls_per_consumer, "ok": ok,
             "failed": failed, "wall": wall, "cpu": cpu, "broker_cpu": broker_cpu, "startup": startup_s,
-            "peak_mb": peak_mb, "runner_mb": runner_mb, "paho_rate": paho_rate}
+            "peak_mb": peak_mb, "runner_mb": runner_mb, "paho_rate": paho_rate, "profile": profile}
+
+
+async def _profile(sim: Simulation, pairs: list[tuple[Any, Any]], calls_per_consumer: int) -> dict[str, Any]:
+    """A cProfile of every host process over a quarter of the load, after the measured part
+    (the profiler makes each call several times dearer): where the hosts spend a call's CPU.
+    Functions are added up over the hosts by name; counts are per call."""
+    processes = {r.process for r in sim.runtimes.values() if getattr(r, "process", None) is not None}
+    await _all(p.request("profile", {"enable": True}) for p in processes)
+    results = await _all(
+        app.load(proxy.participant_id, proxy.provider_participant_id, "echo", ["x" * 100],
+                 calls=calls_per_consumer, concurrency=CONCURRENCY, ttl_ms=TTL_MS)
+        for app, proxy in pairs)
+    found = await _all(p.request("profile", {"enable": False}) for p in processes)
+    ok = max(1, sum(r["ok"] for r in results))
+    own = sum(f["own_s"] for f in found) or 1.0
+    merged: dict[str, list[float]] = {}
+    for f in found:
+        for t in f["top"]:
+            m = merged.setdefault(t["function"], [0.0, 0])
+            m[0] += t["own_s"]
+            m[1] += t["calls"]
+    top = sorted(merged.items(), key=lambda kv: kv[1][0], reverse=True)[:PROFILE_TOP]
+    return {"calls": ok, "function_calls": sum(f["function_calls"] for f in found) / ok,
+            "top": [(name, own_s / own * 100, calls / ok) for name, (own_s, calls) in top]}
 
 
 def run(quick: bool) -> list[dict]:
@@ -255,7 +284,7 @@ def run(quick: bool) -> list[dict]:
     calls = max(10, (CALLS // 10 if quick else CALLS) // consumers)
     saves = autosave()
     r = asyncio.run(_fleet(ccs, apps, calls, saves))
-    group = f"mosquitto (autosave {saves}) {ccs} CCs / {apps} runtimes, {r['hosts']} hosts"
+    group = f"mosquitto (autosave {saves}) {ccs} CCs / {apps} runtimes, {r['hosts']} hosts on {event_loop_choice()}"
     rate = r["ok"] / r["wall"]
     return [
         {"group": group, "name": "fleet calls", "value": rate, "unit": "calls/s",
@@ -275,4 +304,8 @@ def run(quick: bool) -> list[dict]:
         {"group": group, "name": "peak memory of the host processes", "value": r["peak_mb"], "unit": "MiB",
          "processes": r["processes"]},
         {"group": group, "name": "peak memory of the runner", "value": r["runner_mb"], "unit": "MiB"},
-    ]
+        {"group": group, "name": "Python function calls per call in the hosts (profiled)",
+         "value": r["profile"]["function_calls"], "unit": "calls", "calls": r["profile"]["calls"]},
+    ] + [{"group": f"{group}: hosts' top functions by own time", "name": name, "value": share,
+          "unit": "% of profile", "calls_per_call": round(per_call, 2)}
+         for name, share, per_call in r["profile"]["top"]]

@@ -8,7 +8,9 @@ the profiler (and the part of it spent outside the event loop's thread), then un
 the Python function calls and the event loop's callbacks per call under the profiler
 (counts: they hold on a loaded machine, where times do not); SQLite statements per call
 (outbox, link store, GCD store; BEGIN and COMMIT count); and the top functions by own
-time, each with its share of the profile and its calls per request/reply.
+time, each with its share of the profile and its calls per request/reply. Last, the CPU per
+call unprofiled on each event loop a host process can run on (uvloop, hosts' default, and the
+standard library's), alternated in the same run, and their ratio.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.bench_e2e import warm_echo_proxy
+from joynr_sim.host.event_loop import CHOICES, event_loop_factory
 from joynr_sim.simulation import Simulation
 
 TOP_N = 15
@@ -97,6 +100,35 @@ async def _profile(n: int) -> tuple[list[dict], dict[str, float], dict[str, floa
     return rows, per_kind, {k: v / n for k, v in cpu.items()}
 
 
+async def _plain_cpu(n: int) -> float:
+    """CPU seconds per call of this process, unprofiled, on whatever loop runs this."""
+    with tempfile.TemporaryDirectory() as tmp:
+        async with Simulation(Path(tmp), gbids=["gbid1"], broker="mosquitto", faults=False,
+                              processes=False) as sim:
+            proxy = await warm_echo_proxy(sim)
+            await asyncio.sleep(0.2)
+            cpu0 = time.process_time()
+            for i in range(n):
+                await proxy.call("echo", f"u{i}")
+            return (time.process_time() - cpu0) / n
+
+
+def _loops(n: int, rounds: int = 2) -> list[dict]:
+    """The same call path on each event loop a host can run on, alternated (A B A B) so that
+    a change of the machine's load hits both; the best round of each."""
+    best: dict[str, float] = {}
+    for _ in range(rounds):
+        for choice in CHOICES:
+            with asyncio.Runner(loop_factory=event_loop_factory(choice)) as runner:
+                cpu = runner.run(_plain_cpu(n))
+            best[choice] = min(best.get(choice, cpu), cpu)
+    rows = [{"group": "event loop", "name": f"CPU per call on {choice}'s loop (runner process)",
+             "value": best[choice] * 1e3, "unit": "ms"} for choice in CHOICES]
+    rows.append({"group": "event loop", "name": "CPU per call, uvloop ÷ asyncio (hosts run on uvloop)",
+                 "value": best["uvloop"] / best["asyncio"], "unit": "ratio"})
+    return rows
+
+
 def run(quick: bool) -> list[dict]:
     n = 200 if quick else 1000
     top, statements, cpu = asyncio.run(_profile(n))
@@ -117,4 +149,4 @@ def run(quick: bool) -> list[dict]:
                      "value": statements[kind], "unit": "statements"})
     rows.append({"group": "one request/reply", "name": "SQLite statements per call: all",
                  "value": sum(statements.values()), "unit": "statements"})
-    return rows + top
+    return rows + _loops(n) + top

@@ -26,6 +26,7 @@ from .core.address import ADDRESS_TYPES
 from .core.policies import POLICIES, RUNTIME_KINDS
 from .core.routing import policy_matrix
 from .explore.console import add_parser as add_explore_parser
+from .host.event_loop import event_loop_choice
 from .host.join_console import add_parser as add_host_parser
 
 _CELL = {"replaced": "[green]replace[/]", "refused": "[red]refuse[/]", "merged": "merge"}
@@ -110,6 +111,7 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
         return 2
     try:
         hosts = _hosts(args.hosts)
+        event_loop_choice()
     except ValueError as exc:
         Console(stderr=True).print(f"[red]joynr-sim run: {escape(str(exc))}[/]", soft_wrap=True, highlight=False)
         return 2

@@ -4,6 +4,7 @@ what``), the wave windows and the ``--hosts`` option. Nothing here starts a runt
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 import subprocess
 import sys
@@ -205,6 +206,15 @@ def test_run_exits_2_on_a_bad_hosts_value(tmp_path: Path) -> None:
     assert done.stderr == "joynr-sim run: --hosts: expected a number from 1 to 1024 or 'cores', got '0'\n"
     assert not (tmp_path / "runs").exists()
 
+
+
+def test_run_exits_2_on_an_unknown_event_loop(tmp_path: Path) -> None:
+    env = {**os.environ, "JOYNR_SIM_EVENT_LOOP": "tokio"}
+    done = subprocess.run([sys.executable, "-m", "joynr_sim.cli", "run", str(FLEET), "--out", str(tmp_path / "runs")],
+                          capture_output=True, text=True, timeout=60, env=env)
+    assert done.returncode == 2, done
+    assert done.stderr == "joynr-sim run: JOYNR_SIM_EVENT_LOOP: expected uvloop or asyncio, got 'tokio'\n"
+    assert not (tmp_path / "runs").exists()
 
 class _FakeTable:
     """A restarted controller's routing table: its runtimes' participants come back (as

@@ -121,6 +121,55 @@ async def test_the_host_program_speaks_the_same_protocol(tmp_path):
     assert not exists(pid) and host.exitcode == 0
 
 
+def loaded_libraries(pid: int) -> str:
+    return Path(f"/proc/{pid}/maps").read_text()
+
+
+@pytest.mark.parametrize("kind", [HostProcess, Program])
+async def test_a_host_runs_on_uvloop_unless_the_runner_asks_for_asyncio(tmp_path, monkeypatch, kind):
+    # The choice is read in the runner and passed along: the fork server started earlier in
+    # this test session, with whatever environment it had then.
+    default = kind("default", tmp_path)
+    await default.spawn()
+    monkeypatch.setenv("JOYNR_SIM_EVENT_LOOP", "asyncio")
+    standard = kind("standard", tmp_path)
+    await standard.spawn()
+    try:
+        assert (default.event_loop, standard.event_loop) == ("uvloop", "asyncio")  # and each host said so
+        assert "uvloop" in loaded_libraries(default.pid)
+        assert "uvloop" not in loaded_libraries(standard.pid)
+        assert standard.query("advance", {"offset_ms": 3}) == 3
+    finally:
+        await default.close()
+        await standard.close()
+
+
+def test_an_unknown_event_loop_is_refused_before_any_host_starts(tmp_path, monkeypatch):
+    monkeypatch.setenv("JOYNR_SIM_EVENT_LOOP", "trio")
+    with pytest.raises(ValueError, match="JOYNR_SIM_EVENT_LOOP: expected uvloop or asyncio, got 'trio'"):
+        Simulation(tmp_path / "run", gbids=["gbid1"], processes=True)
+
+
+async def test_a_host_profiles_between_on_and_off_and_refuses_a_switch_out_of_turn(tmp_path):
+    host = HostProcess("h", tmp_path)
+    await host.spawn()
+    try:
+        with pytest.raises(ValueError, match="profile: not on"):
+            await host.request("profile", {"enable": False})
+        assert await host.request("profile", {"enable": True}) is None
+        with pytest.raises(ValueError, match="profile: already on"):
+            await host.request("profile", {"enable": True})
+        for offset in range(1, 50):
+            await host.request("advance", {"offset_ms": offset})
+        found = await host.request("profile", {"enable": False})
+        assert found["function_calls"] > 0 and found["own_s"] > 0
+        assert any(t["function"].startswith("advance_to (clock.py:") and t["calls"] == 49 for t in found["top"])
+        with pytest.raises(ValueError, match="profile: not on"):
+            await host.request("profile", {"enable": False})
+    finally:
+        await host.close()
+
+
 class Impostor(HostProcess):
     """A child that speaks something else than the control protocol."""
 

@@ -27,6 +27,7 @@ import sys
 from typing import Any, NoReturn
 
 from ..clock import SimClock
+from .event_loop import CHOICES, EVENT_LOOP_ENV, event_loop_choice, event_loop_factory
 from .host import Host
 from .protocol import (
     QUERY_OPS,
@@ -58,7 +59,7 @@ class Server:
             if op == "hello":
                 if args["version"] != VERSION:
                     raise ProtocolError(f"hello.version: {args['version']}, this host speaks {VERSION}")
-                result: Any = {"pid": os.getpid(), "version": VERSION}
+                result: Any = {"pid": os.getpid(), "version": VERSION, "event_loop": loop_name()}
             elif op == "exit":
                 await self.host.shutdown()
                 self.done.set()
@@ -114,36 +115,49 @@ async def serve(control_fd: int, query_fd: int) -> int:
     return server.exit_code
 
 
-def run(control_fd: int, query_fd: int) -> NoReturn:
+def loop_name() -> str:
+    """The running loop's library, as ``JOYNR_SIM_EVENT_LOOP`` names it."""
+    return "uvloop" if type(asyncio.get_running_loop()).__module__.startswith("uvloop") else "asyncio"
+
+
+def run(control_fd: int, query_fd: int, event_loop: str) -> NoReturn:
     """Serve until the runner says exit or goes; then end at once."""
     # Die with the parent (the runner, or the fork server that forked this host).
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     # Ctrl-C at the terminal reaches the whole process group: the runner stops its hosts itself.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    code = asyncio.run(serve(control_fd, query_fd))
+    with asyncio.Runner(loop_factory=event_loop_factory(event_loop)) as runner:
+        code = runner.run(serve(control_fd, query_fd))
     sys.stderr.flush()
     # Not a normal exit: what the runtimes hold (sockets, files) is the kernel's to close, and
     # no interpreter shutdown may run code of a runtime that was not stopped.
     os._exit(code)
 
 
-def host_main(control: socket.socket, query: socket.socket, log_dir: str) -> NoReturn:
+def host_main(control: socket.socket, query: socket.socket, log_dir: str, event_loop: str) -> NoReturn:
     """The entry of a host forked by the runner's fork server: standard output and error
-    go to ``<log_dir>/host-<pid>.log``."""
+    go to ``<log_dir>/host-<pid>.log``. The loop is the runner's choice, passed along: the
+    fork server's environment is the one it started with."""
     log = os.open(os.path.join(log_dir, f"host-{os.getpid()}.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     os.dup2(log, 1)
     os.dup2(log, 2)
     os.close(log)
-    run(control.detach(), query.detach())
+    run(control.detach(), query.detach(), event_loop)
 
 
 def main(argv: list[str] | None = None) -> NoReturn:
     parser = argparse.ArgumentParser(prog="python -m joynr_sim.host", description=__doc__.splitlines()[0])
     parser.add_argument("--control-fd", type=int, required=True, help="the control channel's socket")
     parser.add_argument("--query-fd", type=int, required=True, help="the query channel's socket")
+    parser.add_argument("--event-loop", choices=CHOICES, default=None,
+                        help=f"the event loop (default: {EVENT_LOOP_ENV}, else uvloop)")
     args = parser.parse_args(argv)
-    run(args.control_fd, args.query_fd)
+    try:
+        event_loop = args.event_loop or event_loop_choice()
+    except ValueError as exc:
+        parser.error(str(exc))
+    run(args.control_fd, args.query_fd, event_loop)
 
 
 if __name__ == "__main__":

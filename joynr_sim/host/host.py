@@ -39,6 +39,7 @@ from ..runtime.libjoynr import LibjoynrRuntime
 from ..runtime.load import drive_calls
 from ..runtime.participants import INTERFACES
 from ..runtime.subscriptions import Subscription
+from .profiling import HostProfiler
 from .protocol import ProtocolError, entry_from_wire, entry_to_wire, put_result_to_wire
 
 KINDS = {"cluster-controller": ClusterController, "libjoynr": LibjoynrRuntime}
@@ -144,6 +145,7 @@ class Host:
         # The subscriptions made through this host, by runtime and id: their publications
         # stay readable after they ended.
         self.subscriptions: dict[tuple[str, str], Subscription] = {}
+        self.profiler = HostProfiler()
 
     def _runtime(self, args: Mapping[str, Any]) -> Runtime:
         try:
@@ -201,6 +203,8 @@ class Host:
         if op == "advance":
             self.clock.advance_to(args["offset_ms"])
             return self.clock.offset_ms
+        if op == "profile":
+            return self.profiler.switch(args["enable"])
         runtime = self._runtime(args)
         if op == "start":
             if args["restart"]:

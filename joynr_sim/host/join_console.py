@@ -40,9 +40,11 @@ def _default_name(address: str) -> str:
 
 def _problem(args: argparse.Namespace) -> str | None:
     """Why the arguments cannot work, or None; the checks a host makes before it starts."""
+    from .event_loop import event_loop_choice
     from .mqtt_channel import check_name
 
     try:
+        event_loop_choice()  # the workers' loop: wrong, it would end every worker at its start
         check_name("--join", args.join)
         args.name = check_name("--name", args.name or _default_name(args.address))
         args.address = str(ipaddress.ip_address(args.address))

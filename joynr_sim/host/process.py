@@ -25,6 +25,7 @@ from typing import Any, Protocol
 
 from ..core.errors import JoynrTimeoutException
 from .__main__ import host_main
+from .event_loop import event_loop_choice
 from .protocol import (
     HEADER,
     VERSION,
@@ -95,13 +96,14 @@ class _ForkedChild:
     start costs a fork, not a Python start (``multiprocessing``'s forkserver; it exits when
     the runner does, and its children have the parent-death signal armed)."""
 
-    def __init__(self, control: socket.socket, query: socket.socket, log_dir: Path) -> None:
+    def __init__(self, control: socket.socket, query: socket.socket, log_dir: Path, event_loop: str) -> None:
         context = multiprocessing.get_context("forkserver")
         context.set_forkserver_preload(["joynr_sim.host.__main__"])
         # Daemonic: when the runner's interpreter exits without closing a host (Ctrl-C while a
         # spare host was still starting), multiprocessing terminates it instead of waiting
         # for it forever. A host starts no processes of its own, which daemons may not.
-        self._process = context.Process(target=host_main, args=(control, query, str(log_dir)), daemon=True)
+        self._process = context.Process(target=host_main, args=(control, query, str(log_dir), event_loop),
+                                        daemon=True)
         with _without_main():
             self._process.start()
         self.pid = self._process.pid
@@ -149,6 +151,7 @@ class HostProcess:
         """Its standard error goes to ``<log_dir>/host-<pid>.log`` (removed if it stays empty)."""
         self.name, self.log_dir = name, log_dir
         self.address = "127.0.0.1"  # where its cluster controllers listen for WebSockets
+        self.event_loop = event_loop_choice()  # the runner's environment, read once per host
         self.log_path: Path | None = None
         self.pid: int | None = None
         self._child: _Child | None = None
@@ -183,7 +186,8 @@ class HostProcess:
             command = self.command()
             if command is None:
                 # Off the event loop: the first fork waits for the fork server to start.
-                self._child = await asyncio.to_thread(_ForkedChild, control_child, query_child, self.log_dir)
+                self._child = await asyncio.to_thread(_ForkedChild, control_child, query_child, self.log_dir,
+                                                      self.event_loop)
             else:
                 fds = (control_child.fileno(), query_child.fileno())
                 env = dict(os.environ)
@@ -191,6 +195,7 @@ class HostProcess:
                 with open(starting, "ab") as log:
                     self._child = _ExecutedChild(await asyncio.create_subprocess_exec(
                         *command, "--control-fd", str(fds[0]), "--query-fd", str(fds[1]),
+                        "--event-loop", self.event_loop,
                         stdin=asyncio.subprocess.DEVNULL, stdout=log, stderr=log, pass_fds=fds, env=env,
                     ))
         except BaseException:
@@ -213,6 +218,8 @@ class HostProcess:
             hello = await self.request("hello", {"version": VERSION}, timeout=SPAWN_TIMEOUT_S)
             if not isinstance(hello, dict) or hello.get("pid") != self.pid:
                 raise ProtocolError(f"hello: expected this process's pid {self.pid}, got {hello!r}")
+            if hello.get("event_loop") != self.event_loop:
+                raise ProtocolError(f"hello: expected a host on {self.event_loop}, got {hello!r}")
         except BaseException:
             await self.kill()
             raise
@@ -364,6 +371,7 @@ class HostPool:
     one never taken is closed with the pool."""
 
     def __init__(self, log_dir: Path, spares: int = 1) -> None:
+        event_loop_choice()  # a wrong JOYNR_SIM_EVENT_LOOP is the caller's error, not a host that dies
         self.log_dir = log_dir
         self.spares = spares
         self._ready: list[asyncio.Task[HostProcess]] = []

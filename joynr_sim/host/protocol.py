@@ -95,6 +95,7 @@ OPS: dict[str, dict[str, tuple[type, ...]]] = {
     "admit": {"runtime": (str,), "client": (str,), "token": (str,)},
     "cut": {"runtime": (str,), "gbid": (str,)},
     "heal": {"runtime": (str,), "gbid": (str,)},
+    "profile": {"enable": (bool,)},
 }
 QUERY_OPS = frozenset({
     "hello", "advance", "one_way", "table_lookup", "table_put", "table_remove", "table_items", "queued",

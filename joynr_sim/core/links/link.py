@@ -74,6 +74,8 @@ from .store import LinkStoreError, StoredLink
 if TYPE_CHECKING:  # pragma: no cover
     from .registry import LinkRegistry
 
+_MIRRORED = object()  # Link._stored: the record of the link as it is in memory
+
 
 class Link:
     """One link: its local terminus, remote terminus, owner and unsettled deliveries.
@@ -98,7 +100,10 @@ class Link:
         self._on_stolen: StolenCallback | None = None
         self._unsettled: dict[str, str | None] = {}
         self._detached_since_ms: int | None = registry._clock()
-        self._stored: StoredLink | None = None  # what the store holds for this link
+        # What the store holds for this link; _MIRRORED: the record of the link's own terminus,
+        # deliveries and owner, built when compared (a delivery added or settled changes the
+        # store row by row: rebuilding the record each time sorted every delivery in flight).
+        self._stored: StoredLink | object | None = None
         self._removed = False  # purged or closed: the registry holds a new Link for the key
 
     # -- inspection -----------------------------------------------------------------
@@ -387,7 +392,7 @@ class Link:
             with self._cond:
                 self._unsettled[tag] = state
                 if self._stored is not None:
-                    self._stored = self._record(self._terminus, self._unsettled, self._owner)
+                    self._stored = _MIRRORED
 
     def settle(self, tag: str) -> bool:
         """Settle a delivery; False when the link does not track that tag."""
@@ -403,10 +408,16 @@ class Link:
             with self._cond:
                 del self._unsettled[tag]
                 if self._stored is not None:
-                    self._stored = self._record(self._terminus, self._unsettled, self._owner)
+                    self._stored = _MIRRORED
             return True
 
     # -- helpers (in a turn) ----------------------------------------------------------
+    def _stored_record(self) -> StoredLink | None:
+        if self._stored is _MIRRORED:
+            assert self._terminus is not None
+            self._stored = self._record(self._terminus, self._unsettled, self._owner)
+        return self._stored  # type: ignore[return-value]
+
     def _record(
         self, terminus: Terminus, unsettled: Mapping[str, str | None], owner: str | None
     ) -> StoredLink | None:
@@ -441,7 +452,7 @@ class Link:
         except LinkStoreError as e:
             events.append(LinkStored(now, self.key, "find", None, False, str(e)))
             raise
-        if record == self._stored:
+        if record == self._stored_record():
             return
         owner = reg._live_owner(record, self._owner)
         if self._owner is not None and owner != self._owner:
@@ -464,7 +475,7 @@ class Link:
         """Bring the store to record (None: nothing stored); store and memory are unchanged
         when it raises."""
         store = self._registry.store
-        if store is None or record == self._stored:
+        if store is None or record == self._stored_record():
             return
         op = "save" if record is not None else "delete"
         durability = record.terminus.durability if record is not None else None
