@@ -343,17 +343,21 @@ class Runtime:
         except Exception as exc:  # a bug must not deafen the connection that hit it
             self.internal_error(exc, msg, via, gbid)
 
-    def internal_error(self, exc: BaseException, msg: JoynrMessage | None, via: str, gbid: str | None) -> None:
-        """A handler raised: the message is dropped with reason ``internal-error``, the
-        traceback goes to ``<run dir>/log/<runtime id>.log``, and the runtime keeps serving."""
+    def log_failure(self, what: str, exc: BaseException) -> None:
+        """What failed, with its traceback, in ``<run dir>/log/<runtime id>.log``."""
         log = self.run_dir / "log" / f"{self.runtime_id}.log"
         try:
             log.parent.mkdir(parents=True, exist_ok=True)
             with open(log, "a", encoding="utf-8") as f:
-                f.write(f"-- ts {self.clock.now_ms()} message {msg.id if msg else None}\n")
+                f.write(f"-- ts {self.clock.now_ms()} {what}\n")
                 f.write("".join(traceback.format_exception(exc)))
         except OSError:
-            pass  # the trace event below still says what happened
+            pass  # the caller's trace event, if any, still says what happened
+
+    def internal_error(self, exc: BaseException, msg: JoynrMessage | None, via: str, gbid: str | None) -> None:
+        """A handler raised: the message is dropped with reason ``internal-error``, the
+        traceback goes to ``<run dir>/log/<runtime id>.log``, and the runtime keeps serving."""
+        self.log_failure(f"message {msg.id if msg else None}", exc)
         self.trace_msg("msg.drop", msg, reason="internal-error", via=via, gbid=gbid,
                        detail=shorten(f"{type(exc).__name__}: {exc}", 200))
 

@@ -11,7 +11,7 @@ The routing rules are ``joynr_sim.core.router.LibJoynrMessageRouter``'s.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from ..core.address import (
@@ -34,6 +34,7 @@ from .discovery import discovery_provider_participant_id, to_discovery_error
 from .participants import ApplicationException, JoynrRuntimeException, ProxySkeleton
 
 ROUTING_CALL_TTL_MS = 10_000
+REANNOUNCE_TRIES = 3  # routing calls after a reconnect (each bounded by ROUTING_CALL_TTL_MS)
 DISCOVERY_CALL_TTL_MS = 30_000  # covers the cluster controller's own call to the GCD
 # How long a runtime waits between attempts to reach its cluster controller again, fixed
 # as joynr's WebSocket client waits (its websocket/reconnect-sleep-time-ms setting).
@@ -123,14 +124,31 @@ class LibjoynrRuntime(Runtime):
                 await asyncio.sleep(self.reconnect_interval_ms / 1000)
                 self.purge()  # what waits for the connection may expire meanwhile
         self.carry_out(self.router.connection_restored())
+        # Each routing call on its own: one that fails (a cluster controller busy with its
+        # own restart does not answer in time) is tried again, and never leaves the others
+        # unmade, as an exception ending this task did.
         for pid in [*self.providers, *self.proxies]:
             visible = getattr(self.table.lookup(pid), "is_globally_visible", False)
-            await self._announce_participant(pid, visible)
+            await self._again(f"addNextHop {pid}", self._announce_participant, pid, visible)
         for mid, receiver in self.subscriptions.multicast_receivers():
-            await self._multicast_call("addMulticastReceiver", mid, receiver)
+            await self._again(f"addMulticastReceiver {mid} {receiver}", self._multicast_call,
+                              "addMulticastReceiver", mid, receiver)
         # A restarted cluster controller knows no route to a subscriber, a provider's no
         # subscriber: the requests sent again teach both.
         self.subscriptions.renew("reconnected")
+
+    async def _again(self, what: str, call: Callable[..., Awaitable[Any]], *args: Any) -> None:
+        """A routing call made after a reconnect, up to ``REANNOUNCE_TRIES`` times while this
+        runtime runs; a last failure goes to the runtime's log (the participant stays
+        unknown to the cluster controller until the next reconnect)."""
+        for attempt in range(1, REANNOUNCE_TRIES + 1):
+            try:
+                await call(*args)
+                return
+            except JoynrRuntimeException as exc:
+                if attempt == REANNOUNCE_TRIES or not self.running:
+                    self.log_failure(f"after reconnecting, {what} failed {attempt} times", exc)
+                    return
 
     async def _stop_transports(self) -> None:
         if self.ws is not None:
