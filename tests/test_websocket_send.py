@@ -105,3 +105,55 @@ async def test_a_send_handed_over_before_a_halt_does_not_run_after_it() -> None:
     runtime._soon(sent.append, "after")
     await asyncio.sleep(0)
     assert sent == ["before", "after"]
+
+
+async def test_frames_sent_on_a_refused_connection_go_again_on_the_next() -> None:
+    # A server that refuses the client's first frame (here its token, the first time; a
+    # server that read it too late does the same) delivers none of the frames sent after it.
+    frames: list[bytes | str] = []
+    refusals: list[str] = []
+    closed: list[int] = []
+
+    def authenticate(client_id: str, token: object) -> bool:
+        refusals.append(client_id)
+        return len(refusals) > 1
+
+    server = WebSocketServer(lambda cid, frame: frames.append(frame), lambda cid: None, lambda cid: None,
+                             lambda reason, detail: None, authenticate=authenticate)
+    await server.start()
+    client = WebSocketClient(f"ws://127.0.0.1:{server.port}", "app-1", lambda frame: None,
+                             lambda: closed.append(1), token="t")
+    try:
+        await client.start()
+        failed: list[bytes] = []
+        for n in range(3):
+            client.send_soon(b"%d" % n, lambda n=n: failed.append(b"%d" % n))
+        await _until(lambda: closed == [1])  # refused: code 1008, nothing handed on
+        assert frames == [] and not client.connected
+        await client.start()
+        client.send_soon(b"after", lambda: failed.append(b"after"))
+        await _until(lambda: frames == [b"0", b"1", b"2", b"after"])
+        assert not failed
+    finally:
+        await client.stop()
+        await server.stop()
+
+
+async def test_frames_are_not_sent_twice_once_the_server_has_answered() -> None:
+    server, client, frames, _ = await _pair()
+    try:
+        client.send_soon(b"one", lambda: None)
+        await _until(lambda: frames == [b"one"])
+        server.send_soon("app-1", b"answer", lambda: None)
+        await _until(lambda: client._unconfirmed is None)  # the server accepted the connection
+        ws = client._ws
+        assert ws is not None
+        await ws.close(code=1008)  # even a refusal now cannot have dropped what it delivered
+        await _until(lambda: not client.connected)
+        await client.start()
+        client.send_soon(b"two", lambda: None)
+        await _until(lambda: frames[-1:] == [b"two"])
+        assert frames == [b"one", b"two"]
+    finally:
+        await client.stop()
+        await server.stop()

@@ -18,6 +18,13 @@ not paused by flow control, nothing queued before it), without the asyncio task 
 share of a fleet host's CPU). Otherwise the frame waits in the connection's queue, which
 one task empties through ``ws.send`` and its flow control, so frames leave in the order of
 the calls and a paused connection still holds back its senders' frames as before.
+
+A client sends its frames right after its first one, without waiting for the server to
+accept it (joynr's protocol has no answer to it). A server that refuses that first frame
+(bad, late, or with another runtime's token) closes with code 1008 before it hands any
+frame on; the client keeps what it sent on a connection until the server sends anything,
+and after such a close sends it again, first, on its next connection, so nothing sent on a
+refused connection is lost.
 """
 
 from __future__ import annotations
@@ -40,6 +47,9 @@ from ..core.limits import InvalidField, check_id, preview
 OPEN_TIMEOUT_S = 10.0
 
 HANDSHAKE_TIMEOUT_S = 5
+REFUSED = 1008  # the close code of a connection whose first frame the server did not accept
+# Frames a client keeps, per connection, until the server shows it accepted the connection.
+MAX_UNCONFIRMED_FRAMES = 1024
 MAX_WEBSOCKET_FRAME_BYTES = 16 * 1024 * 1024
 MAX_HANDSHAKE_BYTES = 4096
 _log = logging.getLogger(__name__)
@@ -154,12 +164,12 @@ class WebSocketServer:
             token = json.loads(first).get("token")
         except (AddressError, InvalidField, TimeoutError, ConnectionClosed) as exc:
             _guarded(self._on_bad_handshake, "decode-error", preview(str(exc), 200))
-            await ws.close(code=1008, reason="expected a WebSocketClientAddress")
+            await ws.close(code=REFUSED, reason="expected a WebSocketClientAddress")
             return
         if not self._authenticate(client_id, token):
             # Another local client claiming a runtime's id gets neither the id nor its replies.
             _guarded(self._on_bad_handshake, "not-permitted", f"client {preview(client_id)} refused: not its token")
-            await ws.close(code=1008, reason="not permitted")
+            await ws.close(code=REFUSED, reason="not permitted")
             return
         previous = self.clients.get(client_id)
         self.clients[client_id] = ws
@@ -251,6 +261,13 @@ class WebSocketClient:
         self._ws: ClientConnection | None = None
         self._outgoing: _Outgoing | None = None
         self._reader: asyncio.Task | None = None
+        # The frames sent on this connection before the server sent anything: if it then
+        # closes the connection refusing its first frame (a server that read that frame
+        # too late, or refused its token), it delivered none of them, so they go again,
+        # first, on the next connection. None: the server has accepted this connection,
+        # or more frames went than are kept.
+        self._unconfirmed: list[tuple[bytes, Callable[[], None]]] | None = None
+        self._refused: list[tuple[bytes, Callable[[], None]]] = []
 
     async def start(self) -> None:
         try:
@@ -269,16 +286,23 @@ class WebSocketClient:
             hello["token"] = self.token
         await self._ws.send(json.dumps(hello, separators=(",", ":")))
         self._outgoing = _Outgoing(self._ws)
+        self._unconfirmed = []
         self._reader = asyncio.create_task(self._read(self._ws))
+        refused, self._refused = self._refused, []
+        for data, on_failed in refused:
+            self.send_soon(data, on_failed)
 
     async def _read(self, ws: ClientConnection) -> None:
         try:
             async for frame in ws:
+                self._unconfirmed = None  # the server routes to accepted clients only
                 _guarded(self._on_frame, frame)
         except ConnectionClosed:
             pass
         if self._ws is ws:
-            self._ws = self._outgoing = None
+            if ws.close_code == REFUSED and self._unconfirmed:
+                self._refused = self._unconfirmed
+            self._ws = self._outgoing = self._unconfirmed = None
             result = self._on_closed()
             if asyncio.iscoroutine(result):
                 await result
@@ -301,11 +325,17 @@ class WebSocketClient:
         """Send a frame in the order of these calls; on_failed runs when it cannot be sent."""
         if self._outgoing is None:
             _guarded(on_failed)
-        else:
-            self._outgoing.send(data, on_failed)
+            return
+        if self._unconfirmed is not None:
+            if len(self._unconfirmed) < MAX_UNCONFIRMED_FRAMES:
+                self._unconfirmed.append((data, on_failed))
+            else:
+                self._unconfirmed = None
+        self._outgoing.send(data, on_failed)
 
     async def stop(self) -> None:
         ws, self._ws = self._ws, None
+        self._refused = []
         if self._outgoing is not None:
             self._outgoing.cancel()  # a stopped runtime sends nothing more
             self._outgoing = None
@@ -316,6 +346,7 @@ class WebSocketClient:
 
     def abort(self) -> None:
         ws, self._ws = self._ws, None
+        self._refused = []  # a crash loses them with the process's memory
         if self._outgoing is not None:
             self._outgoing.cancel()
             self._outgoing = None
