@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 
 from joynr_sim.runtime.base import Runtime
+from joynr_sim.transport import websocket
 from joynr_sim.transport.websocket import WebSocketClient, WebSocketServer
 
 
@@ -154,6 +155,20 @@ async def test_frames_are_not_sent_twice_once_the_server_has_answered() -> None:
         client.send_soon(b"two", lambda: None)
         await _until(lambda: frames[-1:] == [b"two"])
         assert frames == [b"one", b"two"]
+    finally:
+        await client.stop()
+        await server.stop()
+
+
+async def test_a_client_keeps_a_bounded_number_of_unanswered_frames(monkeypatch) -> None:
+    monkeypatch.setattr(websocket, "MAX_UNCONFIRMED_BYTES", 10)
+    server, client, frames, _ = await _pair()
+    try:
+        client.send_soon(b"12345", lambda: None)
+        assert client._unconfirmed is not None and len(client._unconfirmed) == 1
+        client.send_soon(b"678901", lambda: None)  # 11 bytes: over the bound, nothing more is kept
+        assert client._unconfirmed is None
+        await _until(lambda: frames == [b"12345", b"678901"])  # sent all the same
     finally:
         await client.stop()
         await server.stop()

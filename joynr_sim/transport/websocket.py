@@ -48,8 +48,10 @@ OPEN_TIMEOUT_S = 10.0
 
 HANDSHAKE_TIMEOUT_S = 5
 REFUSED = 1008  # the close code of a connection whose first frame the server did not accept
-# Frames a client keeps, per connection, until the server shows it accepted the connection.
+# What a client keeps, per connection, until the server shows it accepted the connection;
+# beyond either bound it keeps nothing more for that connection.
 MAX_UNCONFIRMED_FRAMES = 1024
+MAX_UNCONFIRMED_BYTES = 4 * 1024 * 1024
 MAX_WEBSOCKET_FRAME_BYTES = 16 * 1024 * 1024
 MAX_HANDSHAKE_BYTES = 4096
 _log = logging.getLogger(__name__)
@@ -267,6 +269,7 @@ class WebSocketClient:
         # first, on the next connection. None: the server has accepted this connection,
         # or more frames went than are kept.
         self._unconfirmed: list[tuple[bytes, Callable[[], None]]] | None = None
+        self._unconfirmed_bytes = 0
         self._refused: list[tuple[bytes, Callable[[], None]]] = []
 
     async def start(self) -> None:
@@ -286,7 +289,7 @@ class WebSocketClient:
             hello["token"] = self.token
         await self._ws.send(json.dumps(hello, separators=(",", ":")))
         self._outgoing = _Outgoing(self._ws)
-        self._unconfirmed = []
+        self._unconfirmed, self._unconfirmed_bytes = [], 0
         self._reader = asyncio.create_task(self._read(self._ws))
         refused, self._refused = self._refused, []
         for data, on_failed in refused:
@@ -327,7 +330,8 @@ class WebSocketClient:
             _guarded(on_failed)
             return
         if self._unconfirmed is not None:
-            if len(self._unconfirmed) < MAX_UNCONFIRMED_FRAMES:
+            self._unconfirmed_bytes += len(data)
+            if len(self._unconfirmed) < MAX_UNCONFIRMED_FRAMES and self._unconfirmed_bytes <= MAX_UNCONFIRMED_BYTES:
                 self._unconfirmed.append((data, on_failed))
             else:
                 self._unconfirmed = None
