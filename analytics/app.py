@@ -46,7 +46,7 @@ def build_parser(add_help: bool = True) -> argparse.ArgumentParser:
     spark.add_argument("--connect", metavar="URL",
                        help="use the Spark Connect server at sc://host:port (see joynr-sim spark start)")
     parser.add_argument("--no-cache", action="store_true",
-                        help="parse the traces even when the trace cache has them, and cache nothing")
+                        help="parse the traces even when the trace cache has them, and cache no traces")
     parser.add_argument("--out", type=Path, metavar="DIR",
                         help="report.json and slices/ (default: check/ in the first run directory)")
     parser.add_argument("--junit", type=Path, metavar="FILE", help="also write JUnit XML here")
@@ -145,6 +145,9 @@ def run(args: argparse.Namespace, console: Console | None = None) -> int:
         return EXIT_UNUSABLE
     finally:
         if handle is not None:
+            if handle.archive is not None and not args.quiet:
+                err.print("note: saving Spark's classes for quicker starts (the first short local check only)",
+                          highlight=False, soft_wrap=True)
             handle.stop()
         shutil.rmtree(scratch, ignore_errors=True)
 
