@@ -112,6 +112,7 @@ def run(args: argparse.Namespace, console: Console | None = None) -> int:
         _error(err, f"--work-dir {args.work_dir}: {exc.strerror or exc}")
         return EXIT_UNUSABLE
     handle = None
+    interrupted = False
     try:
         if args.connect is not None:
             handle = connect(args.connect)
@@ -143,12 +144,15 @@ def run(args: argparse.Namespace, console: Console | None = None) -> int:
         _error(err, f"checking failed: {type(exc).__name__}: {_first_line(exc)} "
                "(rerun with --debug for the traceback)")
         return EXIT_UNUSABLE
+    except KeyboardInterrupt:
+        interrupted = True
+        raise
     finally:
         if handle is not None:
-            if handle.archive is not None and not args.quiet:
+            if handle.archive is not None and not args.quiet and not interrupted:
                 err.print("note: saving Spark's classes for quicker starts (the first short local check only)",
                           highlight=False, soft_wrap=True)
-            handle.stop()
+            handle.stop(keep_archive=not interrupted)
         shutil.rmtree(scratch, ignore_errors=True)
 
 

@@ -46,18 +46,20 @@ class SparkHandle:
     jvm_log: Path | None
     archive: ClassArchive | None = None  # the class archive its JVM writes at exit, if any
 
-    def stop(self) -> None:
+    def stop(self, keep_archive: bool = True) -> None:
+        """Stops a session started here; ``keep_archive=False`` (an interrupted check) ends
+        a JVM that would write the class archive without waiting for it."""
         if not self.owned:
             return
         self.spark.stop()
         if self.archive is not None and self.archive.writing is not None:
-            _end_jvm_writing(self.archive)
+            _end_jvm_writing(self.archive, keep_archive)
 
 
 _DUMP_TIMEOUT_S = 300.0
 
 
-def _end_jvm_writing(archive: ClassArchive) -> None:
+def _end_jvm_writing(archive: ClassArchive, keep: bool) -> None:
     """Ends the JVM now, not when Python exits, so that the archive it writes as it exits
     is complete before it is committed. The JVM exits when its stdin closes (pyspark's
     gateway server); the next session in this process starts a JVM of its own."""
@@ -73,16 +75,22 @@ def _end_jvm_writing(archive: ClassArchive) -> None:
         pass
     SparkContext._gateway = None
     SparkContext._jvm = None
+    returncode = None
     try:
-        proc.stdin.close()
-        returncode = proc.wait(timeout=_DUMP_TIMEOUT_S)
+        if keep:
+            proc.stdin.close()
+            returncode = proc.wait(timeout=_DUMP_TIMEOUT_S)
     except (OSError, subprocess.TimeoutExpired):
-        proc.kill()
-        proc.wait()
         returncode = None
-    java = cmdline[0] if cmdline else None
-    classpath = cmdline[cmdline.index("-cp") + 1] if "-cp" in cmdline[:-1] else None
-    archive.commit(returncode, java, classpath)
+    finally:
+        if returncode is None:  # not kept, timed out, or interrupted: no archive from it
+            proc.kill()
+            proc.wait()
+            archive.commit(None, None, None)
+    if returncode is not None:
+        java = cmdline[0] if cmdline else None
+        classpath = cmdline[cmdline.index("-cp") + 1] if "-cp" in cmdline[:-1] else None
+        archive.commit(returncode, java, classpath)
 
 
 def _cmdline(pid: int) -> list[str]:

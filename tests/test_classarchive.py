@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -99,6 +100,33 @@ def test_a_jvm_refuses_to_map_what_is_no_archive(tmp_path):
     junk.write_bytes(os.urandom(4096))
     assert not classarchive._maps(java, str(tmp_path), junk)
     assert not classarchive._maps(java, str(tmp_path), tmp_path / "missing.jsa")
+
+
+@pytest.mark.parametrize("keep", [True, False])
+def test_a_jvm_writing_the_archive_is_asked_to_exit_unless_the_check_was_interrupted(
+        tmp_path, install, monkeypatch, keep):
+    """Asked: its stdin closes and it exits as it writes the archive. Interrupted: it is
+    killed rather than waited for, and what it wrote is deleted."""
+    from pyspark import SparkContext
+
+    from analytics import session
+
+    archive = classarchive.class_archive(tmp_path / "cache")
+    archive.writing.write_bytes(b"partial")
+    proc = subprocess.Popen(["cat"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL)
+
+    class Gateway:
+        def close(self) -> None:
+            pass
+
+    gateway = Gateway()
+    gateway.proc = proc
+    monkeypatch.setattr(SparkContext, "_gateway", gateway)
+    monkeypatch.setattr(classarchive, "_maps", lambda java, cp, path: False)  # cat is no JVM
+    session._end_jvm_writing(archive, keep)
+    assert proc.returncode == (0 if keep else -signal.SIGKILL)
+    assert SparkContext._gateway is None
+    assert list((tmp_path / "cache").iterdir()) == []
 
 
 def _run(root: Path) -> Path:
