@@ -39,6 +39,7 @@ FORMAT = "joynr-sim-class-archive/1"
 _PREFIX = "spark-"
 _WRITING = ".writing-"
 _CHECK_TIMEOUT_S = 30.0
+_UNSAFE = " \t\n\"'\\"
 _STALE_S = 24 * 3600  # a temporary archive this old belongs to no running check
 
 
@@ -183,9 +184,11 @@ def class_archive(root: Path | None = None) -> ClassArchive | None:
     """The archive a short local run maps, or writes when there is none; None when the
     cache folder cannot be used or the JVM or Spark's jars are not found."""
     key = archive_key()
-    if key is None:
-        return None
     folder = root if root is not None else archive_dir()
+    # Spark splits its JVM options at blanks and quotes; the class path of the JVM that
+    # wrote an archive, which the check before committing needs, is read from /proc.
+    if key is None or any(ch in str(folder) for ch in _UNSAFE) or not Path("/proc/self/cmdline").is_file():
+        return None
     try:
         folder.mkdir(parents=True, exist_ok=True)
         archive = ClassArchive(folder / f"{_PREFIX}{key}.jsa")

@@ -166,3 +166,9 @@ def test_a_check_writes_the_archive_once_and_survives_a_broken_one(tmp_path):
     assert list(folder.iterdir()) == []
     report = json.loads((tmp_path / "out-2" / "report.json").read_text())
     assert report["violations"] == 0 and report["input"]["events"] > 0
+
+
+def test_a_cache_folder_with_a_blank_in_its_path_means_no_archive(tmp_path, install):
+    """Spark splits the JVM's options at blanks: the option would name another file."""
+    assert classarchive.class_archive(tmp_path / "my cache" / "jvm") is None
+    assert classarchive.class_archive(tmp_path / "cache" / "jvm") is not None
