@@ -11,20 +11,16 @@ error and is killed, never left hanging.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import itertools
-import multiprocessing
-import multiprocessing.spawn
 import os
 import signal
 import socket
 import threading
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from ..core.errors import JoynrTimeoutException
-from .__main__ import host_main
+from .children import Child, ExecutedChild, ForkedChild
 from .event_loop import event_loop_choice
 from .protocol import (
     HEADER,
@@ -50,100 +46,11 @@ _SOURCE_ROOT = str(Path(__file__).resolve().parent.parent.parent)
 # What a call pending when its host ended fails with: the words a runtime in the runner's
 # process uses for its pending calls when it goes down (``Runtime._halt``).
 RUNTIME_WENT_DOWN = "runtime went down"
-_STARTING = threading.Lock()  # hosts start from worker threads, one at a time
-_PREPARATION_DATA = multiprocessing.spawn.get_preparation_data
 
 
 class HostGone(JoynrTimeoutException):
     """The host process ended (killed, or it exited) while something waited on it; to a
     caller it is what a crashed runtime's pending call is: a timeout."""
-
-
-class _Child(Protocol):
-    pid: int | None
-    exitcode: int | None  # once waited for; a negative number is the signal that ended it
-
-    def alive(self) -> bool: ...
-
-    async def wait(self) -> None: ...
-
-
-@contextlib.contextmanager
-def _without_main() -> Iterator[None]:
-    """A forked host runs ``host_main`` and needs nothing of the runner's main module; but
-    multiprocessing would import it again in the child (as ``__mp_main__``), running a
-    script without an ``if __name__ == "__main__"`` guard a second time. So the data the
-    child prepares itself from leaves the main module out while the host starts (under a
-    lock: hosts start from worker threads)."""
-    original = _PREPARATION_DATA
-
-    def prepared(name: str) -> dict[str, Any]:
-        data = original(name)
-        data.pop("init_main_from_name", None)
-        data.pop("init_main_from_path", None)
-        return data
-
-    with _STARTING:
-        multiprocessing.spawn.get_preparation_data = prepared
-        try:
-            yield
-        finally:
-            multiprocessing.spawn.get_preparation_data = original
-
-
-class _ForkedChild:
-    """A host forked from the runner's fork server, which has imported joynr-sim once: a
-    start costs a fork, not a Python start (``multiprocessing``'s forkserver; it exits when
-    the runner does, and its children have the parent-death signal armed)."""
-
-    def __init__(self, control: socket.socket, query: socket.socket, log_dir: Path, event_loop: str) -> None:
-        context = multiprocessing.get_context("forkserver")
-        context.set_forkserver_preload(["joynr_sim.host.__main__"])
-        # Daemonic: when the runner's interpreter exits without closing a host (Ctrl-C while a
-        # spare host was still starting), multiprocessing terminates it instead of waiting
-        # for it forever. A host starts no processes of its own, which daemons may not.
-        self._process = context.Process(target=host_main, args=(control, query, str(log_dir), event_loop),
-                                        daemon=True)
-        with _without_main():
-            self._process.start()
-        self.pid = self._process.pid
-        self.exitcode: int | None = None
-        self._reaped = False
-
-    def alive(self) -> bool:
-        return not self._reaped and self._process.exitcode is None
-
-    async def wait(self) -> None:
-        if self._reaped:
-            return
-        loop = asyncio.get_running_loop()
-        ended = loop.create_future()
-        sentinel = self._process.sentinel
-        loop.add_reader(sentinel, lambda: ended.done() or ended.set_result(None))
-        try:
-            if self.alive():
-                await ended
-        finally:
-            loop.remove_reader(sentinel)
-        self._process.join()
-        self.exitcode = self._process.exitcode
-        self._process.close()
-        self._reaped = True
-
-
-class _ExecutedChild:
-    """A host started as a program of its own (``HostProcess.command``)."""
-
-    def __init__(self, process: asyncio.subprocess.Process) -> None:
-        self._process = process
-        self.pid = process.pid
-        self.exitcode: int | None = None
-
-    def alive(self) -> bool:
-        return self._process.returncode is None
-
-    async def wait(self) -> None:
-        self.exitcode = await self._process.wait()
 
 
 class HostProcess:
@@ -154,7 +61,7 @@ class HostProcess:
         self.event_loop = event_loop_choice()  # the runner's environment, read once per host
         self.log_path: Path | None = None
         self.pid: int | None = None
-        self._child: _Child | None = None
+        self._child: Child | None = None
         self._writer: asyncio.StreamWriter | None = None
         self._query: socket.socket | None = None
         self._query_lock = threading.Lock()  # a clock advance may come from another thread
@@ -186,14 +93,14 @@ class HostProcess:
             command = self.command()
             if command is None:
                 # Off the event loop: the first fork waits for the fork server to start.
-                self._child = await asyncio.to_thread(_ForkedChild, control_child, query_child, self.log_dir,
+                self._child = await asyncio.to_thread(ForkedChild, control_child, query_child, self.log_dir,
                                                       self.event_loop)
             else:
                 fds = (control_child.fileno(), query_child.fileno())
                 env = dict(os.environ)
                 env["PYTHONPATH"] = os.pathsep.join(p for p in (_SOURCE_ROOT, env.get("PYTHONPATH")) if p)
                 with open(starting, "ab") as log:
-                    self._child = _ExecutedChild(await asyncio.create_subprocess_exec(
+                    self._child = ExecutedChild(await asyncio.create_subprocess_exec(
                         *command, "--control-fd", str(fds[0]), "--query-fd", str(fds[1]),
                         "--event-loop", self.event_loop,
                         stdin=asyncio.subprocess.DEVNULL, stdout=log, stderr=log, pass_fds=fds, env=env,
