@@ -46,7 +46,7 @@ def build_parser(add_help: bool = True) -> argparse.ArgumentParser:
     spark.add_argument("--connect", metavar="URL",
                        help="use the Spark Connect server at sc://host:port (see joynr-sim spark start)")
     parser.add_argument("--no-cache", action="store_true",
-                        help="parse the traces even when the trace cache has them, and cache no traces")
+                        help="parse the traces even when the trace cache has them, and cache nothing")
     parser.add_argument("--out", type=Path, metavar="DIR",
                         help="report.json and slices/ (default: check/ in the first run directory)")
     parser.add_argument("--junit", type=Path, metavar="FILE", help="also write JUnit XML here")
@@ -112,7 +112,6 @@ def run(args: argparse.Namespace, console: Console | None = None) -> int:
         _error(err, f"--work-dir {args.work_dir}: {exc.strerror or exc}")
         return EXIT_UNUSABLE
     handle = None
-    interrupted = False
     try:
         if args.connect is not None:
             handle = connect(args.connect)
@@ -144,15 +143,9 @@ def run(args: argparse.Namespace, console: Console | None = None) -> int:
         _error(err, f"checking failed: {type(exc).__name__}: {_first_line(exc)} "
                "(rerun with --debug for the traceback)")
         return EXIT_UNUSABLE
-    except KeyboardInterrupt:
-        interrupted = True
-        raise
     finally:
         if handle is not None:
-            if handle.archive is not None and not args.quiet and not interrupted:
-                err.print("note: saving Spark's classes for quicker starts (the first short local check only)",
-                          highlight=False, soft_wrap=True)
-            handle.stop(keep_archive=not interrupted)
+            handle.stop()
         shutil.rmtree(scratch, ignore_errors=True)
 
 

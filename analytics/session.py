@@ -13,15 +13,12 @@ import logging
 import os
 import re
 import socket
-import subprocess
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
 from pyspark import SparkConf, SparkContext
 from pyspark.sql import SparkSession
-
-from .classarchive import ClassArchive, class_archive
 
 _LOG4J2 = """\
 rootLogger.level = error
@@ -44,62 +41,10 @@ class SparkHandle:
     owned: bool  # started here, so stopped here
     jvm_pid: int | None
     jvm_log: Path | None
-    archive: ClassArchive | None = None  # the class archive its JVM writes at exit, if any
 
-    def stop(self, keep_archive: bool = True) -> None:
-        """Stops a session started here; ``keep_archive=False`` (an interrupted check) ends
-        a JVM that would write the class archive without waiting for it."""
-        if not self.owned:
-            return
-        self.spark.stop()
-        if self.archive is not None and self.archive.writing is not None:
-            _end_jvm_writing(self.archive, keep_archive)
-
-
-_DUMP_TIMEOUT_S = 300.0
-
-
-def _end_jvm_writing(archive: ClassArchive, keep: bool) -> None:
-    """Ends the JVM now, not when Python exits, so that the archive it writes as it exits
-    is complete before it is committed. The JVM exits when its stdin closes (pyspark's
-    gateway server); the next session in this process starts a JVM of its own."""
-    gateway = SparkContext._gateway
-    proc = getattr(gateway, "proc", None)
-    if proc is None:
-        archive.commit(None, None, None)
-        return
-    cmdline = _cmdline(proc.pid)
-    try:
-        gateway.close()
-    except Exception:  # the connection is gone already: the JVM is ending either way
-        pass
-    SparkContext._gateway = None
-    SparkContext._jvm = None
-    returncode = None
-    try:
-        if keep:
-            proc.stdin.close()
-            returncode = proc.wait(timeout=_DUMP_TIMEOUT_S)
-    except (OSError, subprocess.TimeoutExpired):
-        returncode = None
-    finally:
-        if returncode is None:  # not kept, timed out, or interrupted: no archive from it
-            proc.kill()
-            proc.wait()
-            archive.commit(None, None, None)
-    if returncode is not None:
-        java = cmdline[0] if cmdline else None
-        classpath = cmdline[cmdline.index("-cp") + 1] if "-cp" in cmdline[:-1] else None
-        archive.commit(returncode, java, classpath)
-
-
-def _cmdline(pid: int) -> list[str]:
-    """A running process's arguments (the JVM's ``java`` and class path), [] if unknown."""
-    try:
-        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return []
-    return [part.decode("utf-8", "surrogateescape") for part in raw.split(b"\0") if part]
+    def stop(self) -> None:
+        if self.owned:
+            self.spark.stop()
 
 
 def _is_local(master: str) -> bool:
@@ -283,33 +228,13 @@ def start(
 
     ``short_run`` (a local master and a small input, see ``SMALL_TRACE_BYTES``): the JVM
     compiles with its quick compiler only and collects garbage in one thread
-    (``SHORT_RUN_JVM``), and maps Spark's classes from the class archive, or writes it
-    (``analytics.classarchive``). A JVM that does not come up with an archive is started
-    once more without it, and the archive is deleted.
+    (``SHORT_RUN_JVM``).
     """
     logging.getLogger("py4j").setLevel(logging.CRITICAL)
     active = SparkSession.getActiveSession()
     if active is not None:
         return SparkHandle(active, owned=False, jvm_pid=_jvm_pid(), jvm_log=None)
 
-    archive = class_archive() if short_run and _is_local(master) else None
-    try:
-        return _start(master, work_dir, driver_memory, shuffle_partitions, short_run, archive)
-    except SparkStartError:
-        if archive is None:
-            raise
-        archive.discard()
-        return _start(master, work_dir, driver_memory, shuffle_partitions, short_run, None)
-
-
-def _start(
-    master: str,
-    work_dir: Path | None,
-    driver_memory: str | None,
-    shuffle_partitions: int | None,
-    short_run: bool,
-    archive: ClassArchive | None,
-) -> SparkHandle:
     conf = SparkConf().setMaster(master).setAppName("joynr-sim check")
     conf.set("spark.ui.enabled", "false")
     conf.set("spark.ui.showConsoleProgress", "false")
@@ -322,13 +247,9 @@ def _start(
     if driver_memory:
         conf.set("spark.driver.memory", driver_memory)
     driver_opts = list(SHORT_RUN_JVM) if short_run and _is_local(master) else []
-    if archive is not None:
-        driver_opts += archive.java_options()
     jvm_log = None
     popen_kwargs = None
     if work_dir is not None:
-        if archive is not None:  # a JVM an archive aborts reports it here, not in the caller's folder
-            driver_opts.append(f"-XX:ErrorFile={work_dir / 'hs_err_pid%p.log'}")
         props = work_dir / "log4j2.properties"
         props.write_text(_LOG4J2)
         driver_opts.append(f"-Dlog4j2.configurationFile=file:{props}")
@@ -356,8 +277,7 @@ def _start(
             popen_kwargs["stdout"].close()
     sc.setLogLevel("ERROR")
     spark = SparkSession(sc)
-    writing = archive if archive is not None and archive.writing is not None else None
-    return SparkHandle(spark, owned=True, jvm_pid=_jvm_pid(), jvm_log=jvm_log, archive=writing)
+    return SparkHandle(spark, owned=True, jvm_pid=_jvm_pid(), jvm_log=jvm_log)
 
 
 def _jvm_pid() -> int | None:

@@ -10,9 +10,8 @@ For 1M and 10M synthetic events (``--quick``: 100k and 1M), two run directories 
 - whether every planted violation is found and nothing else;
 - the growth from the smaller size to the larger (10 = linear).
 Then the demo library (the runs of ``scenarios/``; ``JOYNR_BENCH_DEMO_RUNS=DIR`` reuses
-runs already made): ``joynr-sim check`` cold (a new JVM, no trace cache) twice, the first
-writing Spark's class archive, the second mapping it, and on a warm Spark Connect server
-(after one check that warms it) without and with the trace cache.
+runs already made): ``joynr-sim check`` cold (a new JVM, no cache), and on a warm Spark
+Connect server (after one check that warms it) without and with the trace cache.
 Peak memory: this process, the local JVM and the Connect server's JVM.
 
 Targets (README): 1M at most 2x the floor, 10M at most 11x the 1M time, the demo library
@@ -152,13 +151,8 @@ def _demo(tmp: Path) -> tuple[list[dict], float]:
     out = ["--out", str(tmp / "demo-check"), "--quiet"]
     events = sum(1 for run in find_runs([str(runs)]) for p in run.trace_files for _ in open(p, "rb"))
     rows = []
-    # The first short local check writes Spark's class archive as its JVM exits (once per
-    # JVM and pyspark install); every later cold check maps it.
-    status, first = _joynr(env, "check", str(runs), "--no-cache", *out)
-    rows.append({"group": "demo library", "name": "first check cold (writes the class archive)",
-                 "value": first, "unit": "s", "events": events, "exit": status})
     status, cold = _joynr(env, "check", str(runs), "--no-cache", *out)
-    rows.append({"group": "demo library", "name": "check cold (new JVM, no trace cache)", "value": cold,
+    rows.append({"group": "demo library", "name": "check cold (new JVM, no cache)", "value": cold,
                  "unit": "s (target < 30)", "events": events, "exit": status})
     port = "15077"
     _joynr(env, "spark", "start", "--port", port, "--master", "local[2]")
