@@ -114,3 +114,21 @@ def test_a_reading_pass_after_a_small_check_run_compiles_its_stages(spark):
     tune(spark)
     assert spark.conf.get("spark.sql.codegen.wholeStage") == "true"
     assert spark.conf.get("spark.sql.codegen.factoryMode") == "FALLBACK"
+
+
+def test_a_small_input_is_read_in_a_task_per_core_not_one_per_32_files(spark, tmp_path):
+    """Spark charges each file 4 MB to open when it packs files into tasks: 100 files of a
+    few hundred bytes made 4 tasks, each writing a Parquet file per event name."""
+    for i in range(100):
+        b = RunBuilder(f"run-{i}")
+        b.add("runner", "step", 1, index=0, name="x")
+        b.write(tmp_path / "runs")
+    runs = find_runs([str(tmp_path / "runs")])
+    stage = tmp_path / "stage"
+    stage.mkdir()
+    before = spark.conf.get("spark.sql.files.openCostInBytes", None)
+    loaded = load(spark, runs, stage)
+    assert loaded.stats.events == 100
+    written = list((stage / "events.parquet" / "ev=step").glob("part-*.parquet"))
+    assert 1 <= len(written) <= spark.sparkContext.defaultParallelism
+    assert spark.conf.get("spark.sql.files.openCostInBytes", None) == before
