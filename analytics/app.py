@@ -74,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
 def run(args: argparse.Namespace, console: Console | None = None) -> int:
     console = console or Console()
     err = Console(stderr=True)
-    from .inputs import InputError, find_runs
+    from .inputs import InputError, find_runs, trace_bytes
 
     try:
         runs = find_runs(args.paths)
@@ -116,9 +116,9 @@ def run(args: argparse.Namespace, console: Console | None = None) -> int:
         if args.connect is not None:
             handle = connect(args.connect)
         else:
-            trace_bytes = sum(_size(p) for run in runs for p in run.trace_files)
+            size = trace_bytes([p for run in runs for p in run.trace_files])
             handle = start(args.master, work_dir=scratch, driver_memory=args.driver_memory,
-                           short_run=trace_bytes < SMALL_TRACE_BYTES)
+                           short_run=size < SMALL_TRACE_BYTES)
         outcome = check_runs(
             handle.spark, runs, scratch, args.checks,
             storm_steals=args.storm_steals, storm_window_ms=args.storm_window_ms,
@@ -156,13 +156,6 @@ def _error(err: Console, message: str) -> None:
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return (text.splitlines()[0] if text else "")[:300]
-
-
-def _size(path: Path) -> int:
-    try:
-        return path.stat().st_size
-    except OSError:  # gone since it was listed: reading it will say so
-        return 0
 
 
 if __name__ == "__main__":

@@ -93,6 +93,18 @@ def _load_run(run_dir: Path) -> Run:
     return Run(run_dir, files, policy)
 
 
+def trace_bytes(files: list[Path]) -> int:
+    """The bytes of these trace files; one gone since it was listed counts 0 (reading it
+    will say so)."""
+    total = 0
+    for path in files:
+        try:
+            total += path.stat().st_size
+        except OSError:
+            continue
+    return total
+
+
 def first_run_ids(runs: list[Run], limit: int = 1 << 20) -> dict[str, list[str]]:
     """Run id -> the run directories (as text) with a trace file whose first line names it.
 

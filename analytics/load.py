@@ -29,7 +29,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from .cache import TraceCache, input_key
-from .inputs import InputError, Run, first_run_ids, torn_last_lines
+from .inputs import InputError, Run, first_run_ids, torn_last_lines, trace_bytes
 from .schema import EVENTS, FIELD_NAMES, REQUIRED, SCHEMA_VERSION, TRACE_V1
 from .session import SMALL_TRACE_BYTES
 
@@ -119,15 +119,8 @@ def _metrics(runs_seen: list[str]) -> list[Column]:
 
 def _stage(spark: SparkSession, files: list[Path], run_dirs: dict[str, list[str]], path: Path) -> dict:
     """Parses ``files`` into the Parquet stage at ``path``; returns what the pass counted."""
-    with _splits_by_bytes(spark, sum(_size(p) for p in files)):
+    with _splits_by_bytes(spark, trace_bytes(files)):
         return _stage_all(spark, [str(p) for p in files], run_dirs, path)
-
-
-def _size(path: Path) -> int:
-    try:
-        return path.stat().st_size
-    except OSError:  # gone since it was listed: reading it will say so
-        return 0
 
 
 def _stage_all(spark: SparkSession, files: list[str], run_dirs: dict[str, list[str]], path: Path) -> dict:
@@ -207,8 +200,9 @@ def _splits_by_bytes(spark: SparkSession, trace_bytes: int) -> Iterator[None]:
     the demo library's 292 files of 15 KB on average (4.5 MB) counted as 1.2 GB: ten
     tasks, each writing its own Parquet file for every event name it met (some 300). A
     small input (under ``SMALL_TRACE_BYTES``) is charged 8 KB a file: two tasks on two
-    cores. Demo library, cold, class archive, load 3.5-5: the reading pass 13.7 s (twice)
-    -> 10.9 and 8.6 s. A larger input keeps the setting it had.
+    cores. Demo library, cold, load 3.5-5 (measured with Spark's classes archived, which
+    is no longer done): the reading pass 13.7 s (twice) -> 10.9 and 8.6 s. A larger input
+    keeps the setting it had.
     """
     if trace_bytes >= SMALL_TRACE_BYTES:
         yield

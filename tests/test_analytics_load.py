@@ -8,7 +8,7 @@ import os
 
 from analytics.cache import TraceCache
 from analytics.frames import rows_frame
-from analytics.inputs import find_runs
+from analytics.inputs import find_runs, trace_bytes
 from analytics.load import event_lines, load
 from analytics.runner import check_runs
 from analytics.session import JobMeter, partition_for, tune
@@ -93,6 +93,13 @@ def test_event_lines_finds_shifted_lines_and_only_those_of_the_runtime(tmp_path)
                                lines[3], lines[4]]) + "\n")
     assert event_lines(path, "r", "cc-1", {1, 2, 4}) == {1: lines[1], 4: lines[4]}
     assert event_lines(path, "other-run", "cc-1", {1}) == {}
+
+
+def test_trace_bytes_counts_each_file_and_a_vanished_one_as_nothing(tmp_path):
+    a, b = tmp_path / "a.ndjson", tmp_path / "b.ndjson"
+    a.write_bytes(b"x" * 10)
+    b.write_bytes(b"y" * 5)
+    assert trace_bytes([a, b, tmp_path / "gone.ndjson"]) == 15
 
 
 def test_rows_frame_types_and_empty_tables(spark):
