@@ -139,3 +139,18 @@ def test_a_small_input_is_read_in_a_task_per_core_not_one_per_32_files(spark, tm
     written = list((stage / "events.parquet" / "ev=step").glob("part-*.parquet"))
     assert 1 <= len(written) <= spark.sparkContext.defaultParallelism
     assert spark.conf.get("spark.sql.files.openCostInBytes", None) == before
+
+
+def test_rdds_planned_inside_the_meter_take_the_check_as_their_call_site(spark):
+    """Spark would find each RDD's creation site by walking the driver thread's stack; the
+    meter names it instead (pyspark sets only the short form, per action)."""
+    sc = spark.sparkContext
+
+    def site() -> str:
+        return spark.range(3).selectExpr("id + 1 AS x")._jdf.queryExecution().toRdd().creationSite().longForm()
+
+    with JobMeter(spark):
+        inside = site()
+    assert inside == "joynr-sim check"
+    assert site() != "joynr-sim check"  # after it, Spark finds the site again
+    assert sc.getLocalProperty("callSite.short") is None and sc.getLocalProperty("callSite.long") is None
