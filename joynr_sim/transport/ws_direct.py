@@ -20,37 +20,33 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from websockets.asyncio.client import ClientConnection
+from websockets.asyncio.messages import Assembler
 from websockets.asyncio.server import ServerConnection
 from websockets.frames import Frame, Opcode
+from websockets.protocol import Event
 
 OnData = Callable[[bytes], None]
 
 
-def _handed_on(on_data: OnData | None, connection: ClientConnection | ServerConnection, event: object) -> bool:
-    """Whether ``event`` went to ``on_data`` directly; False: it goes websockets' way."""
-    if (on_data is None or type(event) is not Frame or event.opcode is not Opcode.BINARY or not event.fin
-            or connection.recv_messages.frames.queue):
-        return False
-    data = event.data
-    on_data(data if type(data) is bytes else bytes(data))
-    return True
+class _Direct:
+    """``process_event`` of both connection classes (before theirs in the MRO)."""
+
+    on_data: OnData | None = None  # None: every frame goes websockets' way
+    recv_messages: Assembler
+
+    def process_event(self, event: Event) -> None:
+        on_data = self.on_data
+        if (on_data is not None and type(event) is Frame and event.opcode is Opcode.BINARY and event.fin
+                and not self.recv_messages.frames.queue):
+            data = event.data
+            on_data(data if type(data) is bytes else bytes(data))
+        else:
+            super().process_event(event)  # type: ignore[misc]
 
 
-class DirectServerConnection(ServerConnection):
+class DirectServerConnection(_Direct, ServerConnection):
     """A server's connection; ``on_data`` is None until the server accepted its client."""
 
-    on_data: OnData | None = None
 
-    def process_event(self, event: object) -> None:  # type: ignore[override]
-        if not _handed_on(self.on_data, self, event):
-            super().process_event(event)  # type: ignore[arg-type]
-
-
-class DirectClientConnection(ClientConnection):
+class DirectClientConnection(_Direct, ClientConnection):
     """A client's connection; ``on_data`` is None until the client set it."""
-
-    on_data: OnData | None = None
-
-    def process_event(self, event: object) -> None:  # type: ignore[override]
-        if not _handed_on(self.on_data, self, event):
-            super().process_event(event)  # type: ignore[arg-type]
