@@ -25,11 +25,19 @@ accept it (joynr's protocol has no answer to it). A server that refuses that fir
 frame on; the client keeps what it sent on a connection until the server sends anything,
 and after such a close sends it again, first, on its next connection, so nothing sent on a
 refused connection is lost.
+
+Frames are read the direct way (``ws_direct``): a binary frame goes to the receiver within
+the socket read that completed it, without websockets' per-frame future and reading-task
+turn; on the server only once it accepted the client's first frame. Frames that arrived
+before, text frames and fragmented messages go through each connection's reading task, and
+nothing overtakes them. That task still ends on close, which is what ``drain`` and the
+client's reconnection wait for.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 from collections import deque
@@ -42,6 +50,7 @@ from websockets.protocol import State
 
 from ..core.address import AddressError, WebSocketClientAddress, from_json, to_dict
 from ..core.limits import InvalidField, check_id, preview
+from .ws_direct import DirectClientConnection, DirectServerConnection
 
 # websockets' own default: how long a client waits for the opening handshake's answer.
 OPEN_TIMEOUT_S = 10.0
@@ -151,10 +160,11 @@ class WebSocketServer:
     async def start(self, host: str = "127.0.0.1", port: int = 0) -> None:
         # No permessage-deflate: joynr frames are small msgpack, and a deflate per frame on
         # both ends cost more CPU than the loopback bytes it saves.
-        self._server = await serve(self._handle, host, port, max_size=MAX_WEBSOCKET_FRAME_BYTES, compression=None)
+        self._server = await serve(self._handle, host, port, max_size=MAX_WEBSOCKET_FRAME_BYTES, compression=None,
+                                   create_connection=DirectServerConnection)
         self.port = self._server.sockets[0].getsockname()[1] if port == 0 else port
 
-    async def _handle(self, ws: ServerConnection) -> None:
+    async def _handle(self, ws: DirectServerConnection) -> None:
         try:
             first = await asyncio.wait_for(ws.recv(), HANDSHAKE_TIMEOUT_S)
             if len(first) > MAX_HANDSHAKE_BYTES:
@@ -180,12 +190,16 @@ class WebSocketServer:
             await previous.close(code=1000, reason="replaced by a new connection")
         _guarded(self._on_client, client_id)
         self._reading[ws] = asyncio.current_task()  # type: ignore[assignment]
+        # From here a binary frame goes to on_frame within data_received; the loop below
+        # hands on the rest (frames queued before, text, fragments) and ends on close.
+        ws.on_data = functools.partial(_guarded, self._on_frame, client_id)
         try:
             async for frame in ws:
                 _guarded(self._on_frame, client_id, frame)
         except ConnectionClosed:
             pass
         finally:
+            ws.on_data = None  # nothing is handed on after the reader, as before
             self._reading.pop(ws, None)
             if self.clients.get(client_id) is ws:
                 del self.clients[client_id]
@@ -260,7 +274,7 @@ class WebSocketClient:
         self.token = token
         self._on_frame = on_frame
         self._on_closed = on_closed
-        self._ws: ClientConnection | None = None
+        self._ws: DirectClientConnection | None = None
         self._outgoing: _Outgoing | None = None
         self._reader: asyncio.Task | None = None
         # The frames sent on this connection before the server sent anything: if it then
@@ -277,9 +291,9 @@ class WebSocketClient:
             # proxy=None: the cluster controller is local, and websockets would otherwise read
             # the proxy settings of the whole environment on every connect (a sixth of a
             # libjoynr runtime's start-up CPU in the profile).
-            self._ws = await connect(
+            self._ws = await connect(  # type: ignore[assignment]  # create_connection's class
                 self.url, max_size=MAX_WEBSOCKET_FRAME_BYTES, compression=None, proxy=None,
-                open_timeout=OPEN_TIMEOUT_S,
+                open_timeout=OPEN_TIMEOUT_S, create_connection=DirectClientConnection,
             )
         except InvalidHandshake as exc:
             # A peer that went away mid-handshake is a connection that failed, like a refusal.
@@ -290,18 +304,24 @@ class WebSocketClient:
         await self._ws.send(json.dumps(hello, separators=(",", ":")))
         self._outgoing = _Outgoing(self._ws)
         self._unconfirmed, self._unconfirmed_bytes = [], 0
+        self._ws.on_data = self._received  # after _unconfirmed is set: a frame clears it
         self._reader = asyncio.create_task(self._read(self._ws))
         refused, self._refused = self._refused, []
         for data, on_failed in refused:
             self.send_soon(data, on_failed)
 
-    async def _read(self, ws: ClientConnection) -> None:
+    def _received(self, frame: bytes | str) -> None:
+        self._unconfirmed = None  # the server routes to accepted clients only
+        _guarded(self._on_frame, frame)
+
+    async def _read(self, ws: DirectClientConnection) -> None:
+        """Hands on what does not go the direct way (``ws_direct``); ends on close."""
         try:
             async for frame in ws:
-                self._unconfirmed = None  # the server routes to accepted clients only
-                _guarded(self._on_frame, frame)
+                self._received(frame)
         except ConnectionClosed:
             pass
+        ws.on_data = None
         if self._ws is ws:
             if ws.close_code == REFUSED and self._unconfirmed:
                 self._refused = self._unconfirmed
@@ -355,6 +375,7 @@ class WebSocketClient:
             self._outgoing.cancel()
             self._outgoing = None
         if ws is not None:
+            ws.on_data = None  # a crashed runtime reads nothing more (its reader is cancelled)
             ws.transport.abort()
         if self._reader is not None:
             self._reader.cancel()
