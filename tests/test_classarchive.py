@@ -252,7 +252,8 @@ def test_a_check_writing_the_archive_leaves_its_process_working_and_the_next_map
     folder = tmp_path / "xdg" / "joynr-sim" / "jvm"
     run_dir = _run(tmp_path / "runs")
 
-    # Ending the writing JVM early broke every later session of the process.
+    # The check that writes the archive leaves its JVM to the later sessions of its process
+    # (ending it early, to commit the archive at once, broke them in the test suite).
     done = _python(env, "-c", TWO_CHECKS, str(run_dir), str(tmp_path / "out"))
     assert done.stdout.split()[-3:] == ["0", "0", "3"], done.stderr
     assert done.stderr.count("saves its classes") == 1
