@@ -156,7 +156,10 @@ def _maps(java: str, classpath: str, archive: Path) -> bool:
     """Whether a JVM with ``classpath`` maps ``archive`` (``-Xshare:on`` fails otherwise)."""
     try:
         done = subprocess.run(
-            [java, f"-XX:SharedArchiveFile={archive}", "-Xshare:on", "-Xlog:disable", "-cp", classpath, "-version"],
+            # A truncated archive aborts this JVM: its crash report and core go nowhere, not
+            # into the caller's working folder.
+            [java, f"-XX:SharedArchiveFile={archive}", "-Xshare:on", "-Xlog:disable", "-XX:ErrorFile=/dev/null",
+             "-XX:-CreateCoredumpOnCrash", "-cp", classpath, "-version"],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             timeout=_CHECK_TIMEOUT_S, check=False,
         )

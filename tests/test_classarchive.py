@@ -281,7 +281,9 @@ def test_a_check_writing_the_archive_leaves_its_process_working_and_the_next_map
     tmp.with_suffix(".json").write_text(json.dumps(writer))
     archive.unlink()
     archive.with_suffix(".json").unlink()
+    crashes = set(Path.cwd().glob("hs_err_pid*.log"))
     fresh = classarchive.class_archive(folder)  # this java, these jars: the same key
     assert fresh is not None and fresh.writing is not None
+    assert set(Path.cwd().glob("hs_err_pid*.log")) == crashes  # the check's JVM leaves no report here
     assert not tmp.exists() and not tmp.with_suffix(".json").exists() and not archive.exists()
     fresh.discard()
