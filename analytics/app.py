@@ -145,6 +145,9 @@ def run(args: argparse.Namespace, console: Console | None = None) -> int:
         return EXIT_UNUSABLE
     finally:
         if handle is not None:
+            if handle.archive is not None and not args.quiet:
+                err.print("note: Spark's JVM saves its classes for quicker starts as this process ends "
+                          "(the first short local check only)", highlight=False, soft_wrap=True)
             handle.stop()
         shutil.rmtree(scratch, ignore_errors=True)
 

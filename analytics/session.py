@@ -20,6 +20,8 @@ from pathlib import Path
 from pyspark import SparkConf, SparkContext
 from pyspark.sql import SparkSession
 
+from .classarchive import ClassArchive, class_archive
+
 _LOG4J2 = """\
 rootLogger.level = error
 rootLogger.appenderRef.stderr.ref = console
@@ -41,6 +43,7 @@ class SparkHandle:
     owned: bool  # started here, so stopped here
     jvm_pid: int | None
     jvm_log: Path | None
+    archive: ClassArchive | None = None  # the class archive its JVM writes as it exits, if any
 
     def stop(self) -> None:
         if self.owned:
@@ -240,13 +243,36 @@ def start(
 
     ``short_run`` (a local master and a small input, see ``SMALL_TRACE_BYTES``): the JVM
     compiles with its quick compiler only and collects garbage in one thread
-    (``SHORT_RUN_JVM``).
+    (``SHORT_RUN_JVM``), and maps Spark's classes from the class archive, or has its JVM
+    write it as it exits (``analytics.classarchive``). A JVM that does not come up with an
+    archive is started once more without it, and the archive is deleted.
     """
     logging.getLogger("py4j").setLevel(logging.CRITICAL)
     active = SparkSession.getActiveSession()
     if active is not None:
         return SparkHandle(active, owned=False, jvm_pid=_jvm_pid(), jvm_log=None)
 
+    # Only a new JVM takes the archive's options: with one running in this process already,
+    # pyspark keeps using it and would ignore (and leak) a JVM started here.
+    fresh = SparkContext._gateway is None
+    archive = class_archive() if short_run and _is_local(master) and fresh else None
+    try:
+        return _start(master, work_dir, driver_memory, shuffle_partitions, short_run, archive)
+    except SparkStartError:
+        if archive is None:
+            raise
+        archive.discard()
+        return _start(master, work_dir, driver_memory, shuffle_partitions, short_run, None)
+
+
+def _start(
+    master: str,
+    work_dir: Path | None,
+    driver_memory: str | None,
+    shuffle_partitions: int | None,
+    short_run: bool,
+    archive: ClassArchive | None,
+) -> SparkHandle:
     conf = SparkConf().setMaster(master).setAppName("joynr-sim check")
     conf.set("spark.ui.enabled", "false")
     conf.set("spark.ui.showConsoleProgress", "false")
@@ -259,9 +285,13 @@ def start(
     if driver_memory:
         conf.set("spark.driver.memory", driver_memory)
     driver_opts = list(SHORT_RUN_JVM) if short_run and _is_local(master) else []
+    if archive is not None:
+        driver_opts += archive.java_options()
     jvm_log = None
     popen_kwargs = None
     if work_dir is not None:
+        if archive is not None:  # a JVM an archive aborts reports it here, not in the caller's folder
+            driver_opts.append(f"-XX:ErrorFile={work_dir / 'hs_err_pid%p.log'}")
         props = work_dir / "log4j2.properties"
         props.write_text(_LOG4J2)
         driver_opts.append(f"-Dlog4j2.configurationFile=file:{props}")
@@ -277,6 +307,8 @@ def start(
         from pyspark.java_gateway import launch_gateway
 
         gateway = launch_gateway(conf, popen_kwargs=popen_kwargs)
+        if archive is not None:  # the JVM is left alone: it writes the archive when this process ends
+            archive.writer_started(getattr(getattr(gateway, "proc", None), "pid", None))
         sc = SparkContext(conf=conf, gateway=gateway)
     except Exception as exc:  # the JVM did not come up: say so without its stack trace
         hint = f"; the JVM said: {_tail(jvm_log)}" if jvm_log and _tail(jvm_log) else ""
@@ -289,7 +321,8 @@ def start(
             popen_kwargs["stdout"].close()
     sc.setLogLevel("ERROR")
     spark = SparkSession(sc)
-    return SparkHandle(spark, owned=True, jvm_pid=_jvm_pid(), jvm_log=jvm_log)
+    writing = archive if archive is not None and archive.writing is not None else None
+    return SparkHandle(spark, owned=True, jvm_pid=_jvm_pid(), jvm_log=jvm_log, archive=writing)
 
 
 def _jvm_pid() -> int | None:
