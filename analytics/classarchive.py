@@ -36,6 +36,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from .atomic import write_atomic
 from .cache import cache_root
 
 FORMAT = "joynr-sim-class-archive/1"
@@ -139,7 +140,7 @@ class ClassArchive:
                   "pid": pid, "start": started(pid) if pid else None, "java": args[0] if args else None,
                   "classpath": args[args.index("-cp") + 1] if "-cp" in args[:-1] else None}
         try:
-            _write_atomic(self.writing.with_suffix(".json"), json.dumps(record))
+            write_atomic(self.writing.with_suffix(".json"), json.dumps(record), prefix=_RECORDING)
         except OSError:  # unrecorded: its archive is never committed, and goes when stale
             pass
 
@@ -177,17 +178,6 @@ def _committed(path: Path, record: Path) -> bool:
         return False
     return (isinstance(meta, dict) and meta.get("format") == FORMAT
             and meta.get("size") == st.st_size and meta.get("mtime_ns") == st.st_mtime_ns)
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=_RECORDING, suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def _writer(record: Path) -> dict | None:
@@ -254,8 +244,9 @@ def _settle(folder: Path, key: str) -> bool:
         try:
             if meta["key"] == key and not _committed(path, path.with_suffix(".json")) and _verified(meta, tmp):
                 st = tmp.stat()
-                _write_atomic(path.with_suffix(".json"),
-                              json.dumps({"format": FORMAT, "size": st.st_size, "mtime_ns": st.st_mtime_ns}))
+                write_atomic(path.with_suffix(".json"),
+                             json.dumps({"format": FORMAT, "size": st.st_size, "mtime_ns": st.st_mtime_ns}),
+                             prefix=_RECORDING)
                 os.replace(tmp, path)
         except OSError:
             pass

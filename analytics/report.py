@@ -18,21 +18,10 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from .atomic import write_atomic
 from .runner import CheckResult, Outcome
 
 REPORT_SCHEMA = "joynr-sim-check/1"
-
-
-def write_atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def _slice_name(index: int, key: str) -> str:
