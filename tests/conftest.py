@@ -93,11 +93,15 @@ def _tier_guard(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch)
         )
 
 
-@pytest.fixture(autouse=True)
-def _trace_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
-    """``joynr-sim check`` caches parsed traces under $XDG_CACHE_HOME: in a test, a temporary
-    folder (inherited by the commands a test starts), never the user's cache."""
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.getbasetemp() / "xdg-cache"))
+@pytest.fixture(scope="session", autouse=True)
+def _trace_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """``joynr-sim check`` caches parsed traces and Spark's class archive under
+    $XDG_CACHE_HOME: in a test, a temporary folder (inherited by the commands a test starts),
+    never the user's cache. Session-wide, so that module fixtures which run a check before
+    any test (the report's browser tests) see it too."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("XDG_CACHE_HOME", str(tmp_path_factory.getbasetemp() / "xdg-cache"))
+        yield
 
 
 # -- brokers ----------------------------------------------------------------------------
