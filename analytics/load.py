@@ -200,9 +200,9 @@ def _splits_by_bytes(spark: SparkSession, trace_bytes: int) -> Iterator[None]:
     the demo library's 292 files of 15 KB on average (4.5 MB) counted as 1.2 GB: ten
     tasks, each writing its own Parquet file for every event name it met (some 300). A
     small input (under ``SMALL_TRACE_BYTES``) is charged 8 KB a file: two tasks on two
-    cores. Demo library, cold, load 3.5-5 (measured with Spark's classes archived, which
-    is no longer done): the reading pass 13.7 s (twice) -> 10.9 and 8.6 s. A larger input
-    keeps the setting it had.
+    cores. Demo library, cold, load 3.5-5 (measured with Spark's classes archived, see
+    ``analytics.classarchive``): the reading pass 13.7 s (twice) -> 10.9 and 8.6 s. A larger
+    input keeps the setting it had.
     """
     if trace_bytes >= SMALL_TRACE_BYTES:
         yield
