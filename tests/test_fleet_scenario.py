@@ -17,7 +17,17 @@ from joynr_sim.cli import _hosts
 from joynr_sim.core.address import WebSocketClientAddress
 from joynr_sim.core.routing import RoutingEntry
 from joynr_sim.scenario import load_scenario
-from joynr_sim.scenario.fleet import MAX_OPS_PER_S, FleetRunner, WaveError, _bounded, fleet_hosts, wave_steps, windows
+from joynr_sim.scenario.fleet import (
+    MAX_OPS_PER_S,
+    FleetRunner,
+    StrayCancellation,
+    WaveError,
+    _all,
+    _bounded,
+    fleet_hosts,
+    wave_steps,
+    windows,
+)
 from joynr_sim.scenario.loader import ScenarioError, parse_scenario
 
 FLEET = Path(__file__).resolve().parent.parent / "scenarios" / "fleet"
@@ -347,3 +357,38 @@ async def test_a_start_cancelled_while_it_waits_for_its_limit_is_closed_not_left
     with pytest.raises(asyncio.CancelledError):
         await waiting
     assert coro.cr_frame is None  # closed: no "coroutine was never awaited" at teardown
+
+
+async def test_an_action_that_ends_cancelled_unasked_fails_the_start_instead_of_leaving_it_waiting() -> None:
+    """A registration whose reply future something else cancelled ends cancelled: Python
+    3.11's TaskGroup ignores such a child, and the proxy waiting for the registration would
+    wait for ever. The start fails instead, naming it."""
+    loop = asyncio.get_running_loop()
+    registered = asyncio.Event()
+
+    async def register() -> None:
+        reply = loop.create_future()
+        loop.call_soon(reply.cancel)  # e.g. a connection's pending replies cancelled at its end
+        await reply
+        registered.set()
+
+    async def proxy() -> None:
+        await registered.wait()
+
+    with pytest.raises(StrayCancellation, match="ended cancelled") as caught:
+        await asyncio.wait_for(_all([register(), proxy()]), 10)  # the bound only ends a broken test
+    assert isinstance(caught.value.__cause__, asyncio.CancelledError)
+
+
+async def test_cancelling_the_start_still_cancels_every_action() -> None:
+    started = asyncio.Event()
+
+    async def waits() -> None:
+        started.set()
+        await asyncio.Event().wait()
+
+    start = asyncio.create_task(_all([waits(), waits()]))
+    await started.wait()
+    start.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await start
