@@ -18,6 +18,7 @@ from joynr_sim.core.discovery import DEFAULT_EXPIRY_MS
 from joynr_sim.core.errors import JoynrTimeoutException
 from joynr_sim.core.policies import PrecedencePolicy
 from joynr_sim.host import process as host_process
+from joynr_sim.host.__main__ import GC_THRESHOLDS
 from joynr_sim.host.process import HostGone, HostProcess
 from joynr_sim.host.protocol import ProtocolError
 from joynr_sim.runtime.participants import EchoProvider
@@ -62,6 +63,22 @@ async def test_a_host_greets_and_is_gone_after_close(tmp_path):
     assert host.query("advance", {"offset_ms": 5}) == 5  # the query channel answers at once
     await host.close()
     assert not exists(pid)
+
+
+@pytest.mark.parametrize("executed", [False, True], ids=["forked", "executed"])
+async def test_a_host_collects_cyclic_garbage_at_its_own_thresholds(tmp_path, monkeypatch, executed):
+    """Forked from the fork server or started as a program (a joined host's workers), a
+    host runs the collector at GC_THRESHOLDS, not at Python's defaults, which made the
+    collector a quarter of a fleet host's CPU."""
+    if executed:
+        monkeypatch.setattr(HostProcess, "command", lambda self: [sys.executable, "-m", "joynr_sim.host"])
+    host = HostProcess("h", tmp_path)
+    await host.spawn()
+    try:
+        hello = await host.request("hello", {"version": 1})
+        assert hello["gc_thresholds"] == list(GC_THRESHOLDS) != [700, 10, 10]
+    finally:
+        await host.close()
 
 
 async def test_a_killed_host_is_gone_and_what_asks_it_is_told(tmp_path):
