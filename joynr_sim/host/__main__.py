@@ -49,7 +49,7 @@ PR_SET_PDEATHSIG = 1
 # objects still alive and moved them to an older generation, where they died and were found
 # only by collections of the whole heap (200,000 objects per host). At 50,000 most of a
 # call's objects are freed by their reference counts before a collection sees them (the
-# collector then 1% of the samples): CPU per call 0.41-0.42 ms
+# collector then about 2% of the samples): CPU per call 0.41-0.42 ms
 # against 0.56-0.58, calls/s 4,100-4,300 against 3,000 (``bench fleet``), the hosts' peak
 # memory the same (270-300 MiB). Cycles that do become garbage are still collected.
 GC_THRESHOLDS = (50_000, 50, 50)
