@@ -13,19 +13,12 @@ from websockets.http11 import Response
 from websockets.protocol import State
 from websockets.uri import parse_uri
 
+from e2e_helpers import until
 from joynr_sim.core.address import WebSocketClientAddress, to_dict
 from joynr_sim.transport import websocket
 from joynr_sim.transport.websocket import WebSocketClient, WebSocketServer
 
 HELLO = json.dumps(to_dict(WebSocketClientAddress("app-1"))).encode()
-
-
-async def _until(condition, timeout_s: float = 5.0) -> None:
-    for _ in range(int(timeout_s / 0.01)):
-        if condition():
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError("condition not met in time")
 
 
 class Received:
@@ -94,13 +87,13 @@ async def test_a_frame_reaches_the_receiver_within_the_socket_read() -> None:
     client = WebSocketClient(f"ws://127.0.0.1:{server.port}", "app-1", at_client, lambda: None)
     try:
         await client.start()
-        await _until(lambda: "app-1" in server.clients)
+        await until(lambda: "app-1" in server.clients)
         client.send_soon(b"request", lambda: None)
-        await _until(lambda: at_server.frames == [b"request"])
+        await until(lambda: at_server.frames == [b"request"])
         assert at_server.tasks == [None]  # not a reading task's turn: within data_received
         assert client._unconfirmed is not None
         server.send_soon("app-1", b"reply", lambda: None)
-        await _until(lambda: at_client.frames == [b"reply"])
+        await until(lambda: at_client.frames == [b"reply"])
         assert at_client.tasks == [None]
         assert client._unconfirmed is None  # a frame the direct way confirms as one read did
     finally:
@@ -118,9 +111,9 @@ async def test_a_burst_with_the_handshake_frame_keeps_its_order() -> None:
         # websockets' queue until the server accepted the client; then come the later ones.
         raw.write(Frame(Opcode.TEXT, HELLO), *(binary(b"%d" % n) for n in range(20)))
         raw.write(binary(b"20"))
-        await _until(lambda: len(received.frames) == 21)
+        await until(lambda: len(received.frames) == 21)
         raw.write(binary(b"21"))
-        await _until(lambda: len(received.frames) == 22)
+        await until(lambda: len(received.frames) == 22)
         assert received.frames == [b"%d" % n for n in range(22)]
         assert received.tasks[0] is not None  # before the handshake was accepted: the reader
         assert received.tasks[-1] is None  # after the queue emptied: the direct way
@@ -136,14 +129,14 @@ async def test_nothing_overtakes_text_or_a_fragmented_message_waiting_for_the_re
     try:
         await raw.open()
         raw.write(Frame(Opcode.TEXT, HELLO))
-        await _until(lambda: "app-1" in server.clients)
+        await until(lambda: "app-1" in server.clients)
         # In one read: a text frame and a fragmented message go websockets' way; the
         # binary frames between and after them must wait their turn behind them.
         raw.write(Frame(Opcode.TEXT, b"text"), binary(b"after text"),
                   binary(b"frag", fin=False), Frame(Opcode.CONT, b"ment"), binary(b"after fragments"))
-        await _until(lambda: len(received.frames) == 4)
+        await until(lambda: len(received.frames) == 4)
         raw.write(binary(b"later"))
-        await _until(lambda: len(received.frames) == 5)
+        await until(lambda: len(received.frames) == 5)
         assert received.frames == ["text", b"after text", b"fragment", b"after fragments", b"later"]
         assert received.tasks[-1] is None
     finally:
@@ -158,11 +151,11 @@ async def test_a_receiver_that_raises_does_not_end_the_connection() -> None:
     try:
         await raw.open()
         raw.write(Frame(Opcode.TEXT, HELLO))
-        await _until(lambda: "app-1" in server.clients)
+        await until(lambda: "app-1" in server.clients)
         raw.write(binary(b"bad"), binary(b"good"))
-        await _until(lambda: len(received.frames) == 2)
+        await until(lambda: len(received.frames) == 2)
         raw.write(binary(b"still good"))
-        await _until(lambda: len(received.frames) == 3)
+        await until(lambda: len(received.frames) == 3)
         assert received.frames == [b"bad", b"good", b"still good"]
         assert received.tasks == [None, None, None]
         assert "app-1" in server.clients
@@ -180,7 +173,7 @@ async def test_a_frame_over_the_limit_still_closes_with_1009(monkeypatch) -> Non
     try:
         await raw.open()
         raw.write(Frame(Opcode.TEXT, HELLO))
-        await _until(lambda: "app-1" in server.clients)
+        await until(lambda: "app-1" in server.clients)
         raw.write(binary(b"x" * limit), binary(b"y" * (limit + 1)), binary(b"z"))
         assert await raw.close_code() == 1009
         assert received.frames == [b"x" * limit]  # the frames after the one over it are not read
