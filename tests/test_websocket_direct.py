@@ -5,7 +5,9 @@ connection's reading task: frames before the handshake was accepted, text, fragm
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+from collections.abc import AsyncIterator
 
 from websockets.client import ClientProtocol
 from websockets.frames import Frame, Opcode
@@ -81,6 +83,23 @@ async def _server(received: Received) -> WebSocketServer:
     return server
 
 
+@contextlib.asynccontextmanager
+async def _raw_client(received: Received, accepted: bool = True) -> AsyncIterator[tuple[WebSocketServer, RawClient]]:
+    """A server and a raw client connected to it; ``accepted``: the client has sent its
+    handshake frame and the server accepted it."""
+    server = await _server(received)
+    raw = RawClient(server.port)
+    try:
+        await raw.open()
+        if accepted:
+            raw.write(Frame(Opcode.TEXT, HELLO))
+            await until(lambda: "app-1" in server.clients)
+        yield server, raw
+    finally:
+        raw.close()
+        await server.stop()
+
+
 async def test_a_frame_reaches_the_receiver_within_the_socket_read() -> None:
     at_server, at_client = Received(), Received()
     server = await _server(at_server)
@@ -103,10 +122,7 @@ async def test_a_frame_reaches_the_receiver_within_the_socket_read() -> None:
 
 async def test_a_burst_with_the_handshake_frame_keeps_its_order() -> None:
     received = Received()
-    server = await _server(received)
-    raw = RawClient(server.port)
-    try:
-        await raw.open()
+    async with _raw_client(received, accepted=False) as (_, raw):
         # One read holds the handshake frame and the frames after it: those wait in
         # websockets' queue until the server accepted the client; then come the later ones.
         raw.write(Frame(Opcode.TEXT, HELLO), *(binary(b"%d" % n) for n in range(20)))
@@ -117,19 +133,11 @@ async def test_a_burst_with_the_handshake_frame_keeps_its_order() -> None:
         assert received.frames == [b"%d" % n for n in range(22)]
         assert received.tasks[0] is not None  # before the handshake was accepted: the reader
         assert received.tasks[-1] is None  # after the queue emptied: the direct way
-    finally:
-        raw.close()
-        await server.stop()
 
 
 async def test_nothing_overtakes_text_or_a_fragmented_message_waiting_for_the_reader() -> None:
     received = Received()
-    server = await _server(received)
-    raw = RawClient(server.port)
-    try:
-        await raw.open()
-        raw.write(Frame(Opcode.TEXT, HELLO))
-        await until(lambda: "app-1" in server.clients)
+    async with _raw_client(received) as (_, raw):
         # In one read: a text frame and a fragmented message go websockets' way; the
         # binary frames between and after them must wait their turn behind them.
         raw.write(Frame(Opcode.TEXT, b"text"), binary(b"after text"),
@@ -139,19 +147,11 @@ async def test_nothing_overtakes_text_or_a_fragmented_message_waiting_for_the_re
         await until(lambda: len(received.frames) == 5)
         assert received.frames == ["text", b"after text", b"fragment", b"after fragments", b"later"]
         assert received.tasks[-1] is None
-    finally:
-        raw.close()
-        await server.stop()
 
 
 async def test_a_receiver_that_raises_does_not_end_the_connection() -> None:
     received = Received(fail_on=b"bad")
-    server = await _server(received)
-    raw = RawClient(server.port)
-    try:
-        await raw.open()
-        raw.write(Frame(Opcode.TEXT, HELLO))
-        await until(lambda: "app-1" in server.clients)
+    async with _raw_client(received) as (server, raw):
         raw.write(binary(b"bad"), binary(b"good"))
         await until(lambda: len(received.frames) == 2)
         raw.write(binary(b"still good"))
@@ -159,25 +159,14 @@ async def test_a_receiver_that_raises_does_not_end_the_connection() -> None:
         assert received.frames == [b"bad", b"good", b"still good"]
         assert received.tasks == [None, None, None]
         assert "app-1" in server.clients
-    finally:
-        raw.close()
-        await server.stop()
 
 
 async def test_a_frame_over_the_limit_still_closes_with_1009(monkeypatch) -> None:
     limit = len(HELLO)  # the handshake frame must still fit
     monkeypatch.setattr(websocket, "MAX_WEBSOCKET_FRAME_BYTES", limit)
     received = Received()
-    server = await _server(received)
-    raw = RawClient(server.port)
-    try:
-        await raw.open()
-        raw.write(Frame(Opcode.TEXT, HELLO))
-        await until(lambda: "app-1" in server.clients)
+    async with _raw_client(received) as (_, raw):
         raw.write(binary(b"x" * limit), binary(b"y" * (limit + 1)), binary(b"z"))
         assert await raw.close_code() == 1009
         assert received.frames == [b"x" * limit]  # the frames after the one over it are not read
         assert received.tasks == [None]
-    finally:
-        raw.close()
-        await server.stop()
