@@ -3,6 +3,8 @@
 For 1M and 10M synthetic events (``--quick``: 100k and 1M), two run directories each:
 - the floor: Spark's JSON reader parses every field the checks read, in the same session,
   and writes nothing (the ``noop`` sink);
+- Spark's own write of the same lines as Parquet partitioned by event name, nothing else:
+  the least the reading pass's stage can cost, as a ratio to the floor;
 - the checker (reading pass, Parquet stage, checks, slices; no trace cache): its time, and
   the reading pass's and the checks' apart, each as a ratio to the floor; the JVM's CPU
   seconds of each beside the wall time (2 shared cores: CPU time is the steadier
@@ -65,6 +67,16 @@ def _floor(spark, runs, jvm_pid: int | None) -> tuple[float, float]:
     return time.perf_counter() - started, _cpu_s(jvm_pid) - cpu
 
 
+def _stage_alone(spark, runs, path: Path, jvm_pid: int | None) -> tuple[float, float]:
+    """Wall and JVM CPU seconds of Spark's own write of the same lines as Parquet
+    partitioned by event name, nothing else: the least the reading pass's stage can cost."""
+    files = [str(p) for run in runs for p in run.trace_files]
+    cpu, started = _cpu_s(jvm_pid), time.perf_counter()
+    (spark.read.schema(TRACE_V1).json(files).write.option("parquet.enable.dictionary", "false")
+     .mode("overwrite").partitionBy("ev").parquet(str(path)))
+    return time.perf_counter() - started, _cpu_s(jvm_pid) - cpu
+
+
 def _scale(tmp: Path, sizes: tuple[int, int]) -> tuple[list[dict], float]:
     rows: list[dict] = []
     seconds: dict[int, float] = {}
@@ -86,6 +98,7 @@ def _scale(tmp: Path, sizes: tuple[int, int]) -> tuple[list[dict], float]:
             key = generate(data, n, runs=2)
             runs = find_runs([str(data)])
             floor, floor_cpu = _floor(handle.spark, runs, pid)
+            alone, alone_cpu = _stage_alone(handle.spark, runs, tmp / f"alone-{n}", pid)
             stage = tmp / f"stage-{n}"
             stage.mkdir()
             cpu, started = _cpu_s(pid), time.perf_counter()
@@ -98,6 +111,9 @@ def _scale(tmp: Path, sizes: tuple[int, int]) -> tuple[list[dict], float]:
             rows += [
                 {"group": group, "name": "floor: parse the checked fields", "value": floor, "unit": "s",
                  "jvm_cpu_s": round(floor_cpu, 1), "events_per_s": round(events / floor), "load_avg": load_avg},
+                {"group": group, "name": "Spark's partitioned Parquet write alone / floor",
+                 "value": alone / floor, "unit": "ratio", "seconds": round(alone, 2),
+                 "jvm_cpu_s": round(alone_cpu, 1)},
                 {"group": group, "name": "reading pass / floor", "value": cost.read_s / floor,
                  "unit": "ratio", "seconds": round(cost.read_s, 2)},
                 {"group": group, "name": "checks / floor", "value": cost.check_s / floor, "unit": "ratio",

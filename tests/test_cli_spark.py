@@ -74,3 +74,16 @@ def test_start_runs_the_server_on_the_quick_jit_unless_asked_not_to(tmp_path, mo
     assert all(flag in opts[0].split() for flag in SHORT_RUN_JVM)
     assert not any(flag in opts[1].split() for flag in SHORT_RUN_JVM)
     assert "-Dlog4j2.configurationFile=" in opts[0] and "-Dlog4j2.configurationFile=" in opts[1]
+
+
+def test_a_local_check_jvm_is_tuned_by_its_run_and_a_cluster_is_left_alone():
+    """A short local run compiles quickly; a long one keeps the optimising compiler and
+    collects with the parallel collector; another master's JVM is not this process's."""
+    from analytics.session import LONG_RUN_JVM, SHORT_RUN_JVM, jvm_options
+
+    assert jvm_options("local[2]", short_run=True) == list(SHORT_RUN_JVM)
+    long_run = jvm_options("local[*]", short_run=False)
+    assert long_run == list(LONG_RUN_JVM) and "-XX:+UseParallelGC" in long_run
+    assert not any("TieredStopAtLevel" in flag for flag in long_run)
+    assert jvm_options("spark://127.0.0.1:7077", short_run=True) == []
+    assert jvm_options("spark://127.0.0.1:7077", short_run=False) == []
