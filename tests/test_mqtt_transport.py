@@ -7,10 +7,15 @@ import asyncio
 import errno
 import os
 import socket
+import struct
 import threading
 
+import pytest
+
 from broker_helpers import BrokerFactory
+from joynr_sim.host.event_loop import CHOICES, event_loop_factory
 from joynr_sim.transport.mqtt import MqttConnection, _connect_failure, unicast_topic
+from joynr_sim.transport.paho_client import RECV_BYTES
 
 
 async def test_a_connection_above_descriptor_1024_runs_on_the_loop(mosquitto_brokers: BrokerFactory) -> None:
@@ -120,3 +125,60 @@ async def test_packets_read_together_are_all_handled_without_more_bytes(mosquitt
     finally:
         for conn in conns:
             await conn.crash()
+
+
+def _publish_packet(topic: str, payload: bytes) -> bytes:
+    """An MQTT 3.1.1 PUBLISH at QoS 0."""
+    body = len(topic).to_bytes(2, "big") + topic.encode() + payload
+    length, size = b"", len(body)
+    while True:
+        size, digit = divmod(size, 128)
+        length += bytes([digit | (0x80 if size else 0)])
+        if not size:
+            return b"\x30" + length + body
+
+
+async def _reset_behind_unread_bytes() -> list[bytes]:
+    """A broker stand-in accepts the connection, then sends more PUBLISH bytes than one read
+    takes and resets the connection in the same turn, before the client's loop polls. The
+    numbers of the messages the connection handled before it saw the loss."""
+    loop = asyncio.get_running_loop()
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.setblocking(False)
+    received: list[bytes] = []
+    lost = asyncio.Event()
+    conn = MqttConnection(
+        gbid="gbid1", host="127.0.0.1", port=listener.getsockname()[1], client_id="cc-rst", topic="cc-rst",
+        credentials=None, loop=loop, on_message=lambda _conn, payload, _mid: received.append(payload),
+        on_disconnected=lambda _conn: lost.set(),
+    )
+    conn.start()
+    try:
+        peer, _ = await asyncio.wait_for(loop.sock_accept(listener), 5)
+        assert (await asyncio.wait_for(loop.sock_recv(peer, 4096), 5))[0] == 0x10  # CONNECT
+        await loop.sock_sendall(peer, b"\x20\x02\x00\x00")  # CONNACK: accepted, no session
+        subscribe = await asyncio.wait_for(loop.sock_recv(peer, 4096), 5)
+        assert subscribe[0] == 0x82
+        await loop.sock_sendall(peer, b"\x90\x03" + subscribe[2:4] + b"\x01")  # SUBACK, QoS 1
+        await conn.wait_connected(5)
+        flood = b"".join(_publish_packet("cc-rst/low", b"%04d" % n + b"x" * 996) for n in range(100))
+        assert len(flood) > RECV_BYTES
+        peer.setblocking(True)
+        peer.settimeout(5)
+        peer.sendall(flood)  # no await from here on: the reset lands behind the bytes
+        peer.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        peer.close()
+        await asyncio.wait_for(lost.wait(), 5)
+        return [payload[:4] for payload in received]
+    finally:
+        await conn.crash()
+        listener.close()
+
+
+@pytest.mark.parametrize("loop_name", CHOICES)
+def test_a_reset_behind_unread_bytes_ends_the_connection(loop_name: str) -> None:
+    """uvloop stops watching a socket whose poll reports the peer's reset, after one more
+    read callback: every byte before the reset is handled and the loss is seen then, not at
+    the connection's next write (a partitioned cluster controller stayed deaf for 10 s)."""
+    with asyncio.Runner(loop_factory=event_loop_factory(loop_name)) as runner:
+        assert runner.run(_reset_behind_unread_bytes()) == [b"%04d" % n for n in range(100)]

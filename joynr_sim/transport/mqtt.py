@@ -41,6 +41,7 @@ QOS = 1
 _conn_ids = itertools.count(1)
 CONNECT_TIMEOUT_S = 5  # paho's own connect timeout
 RECONNECT_MIN_DELAY_S, RECONNECT_MAX_DELAY_S = 0.05, 1.0
+READ_ROUNDS = 16  # reads of up to paho_client.RECV_BYTES each per readable event
 MISC_INTERVAL_S = 1.0  # how often paho checks the keepalive
 # joynr's default MQTT keep-alive (joynr.messaging.mqtt.keepalivetimerssec: 60). At 10 s,
 # Mosquitto dropped 1,301 connections of a CPU-starved 1,000-controller fleet whose loops
@@ -182,13 +183,25 @@ class MqttConnection:
             self._loop.add_writer(sock, self._write)
 
     def _readable(self) -> None:
+        """Read until the socket holds nothing more. uvloop (a host's loop) stops watching
+        a socket whose poll reports an error, such as the peer's reset, after calling this
+        once more: bytes and the reset left in the socket then wait for a write that may
+        never come, and the runtime is deaf to its broker. After ``READ_ROUNDS`` reads that
+        left more, the rest is read in the next turn, so a flood does not hold the loop."""
         client = self._client
-        client.loop_read()
-        # paho reads at most as many packets per call as messages are in flight; what its
-        # buffered reads hold beyond that would otherwise wait for the socket's next bytes.
-        # Each call takes at least one byte of them or closes the socket, which drops them.
-        while client.buffered and self._sock is not None:
+        for _ in range(READ_ROUNDS):
+            sock = self._sock
+            if sock is None:
+                return
             client.loop_read()
+            # paho reads at most as many packets per call as messages are in flight; what its
+            # buffered reads hold beyond that would otherwise wait for the socket's next bytes.
+            # Each call takes at least one byte of them or closes the socket, which drops them.
+            while client.buffered and self._sock is not None:
+                client.loop_read()
+            if self._sock is not sock or not client.socket_unread():
+                return
+        self._loop.call_soon(self._readable)
 
     def _tick(self) -> None:
         self._client.loop_misc()

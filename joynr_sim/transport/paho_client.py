@@ -2,16 +2,17 @@
 
 Three of paho's steps are replaced. Its connect, a blocking ``socket.create_connection``
 that would stall every runtime of the loop (the loop connects the socket and hands it
-over). Its reading: paho asks the socket for one byte (the packet type), then one per
-byte of the remaining length, then the rest, and once more to learn that nothing is left:
-four or five ``recv`` calls and a BlockingIOError per packet (paho's reading was 7% of a
-fleet host's CPU); here one ``recv`` of up to ``RECV_BYTES`` fills a buffer that paho's
-reads are served from, and ``buffered`` tells the loop that bytes are held that the
-socket will not signal again. And its decoding of a PUBACK of MQTT 3.1.1, which builds an
-MQTT 5 reason code and property set for every two-byte acknowledgement (30 us each,
-measured under load 11; a cluster controller's host profile showed paho's handling of one
-received PUBACK at 4.7% of the process's CPU). Every other packet, and every other
-protocol version, is paho's.
+over). Its reading: paho asks the socket for one byte (the packet type), then one per byte
+of the remaining length, then the rest, and once more to learn that nothing is left: four
+or five ``recv`` calls and a BlockingIOError per packet (paho's reading was 7% of a fleet
+host's CPU); here one ``recv`` of up to ``RECV_BYTES`` fills a buffer that paho's reads
+are served from, and ``buffered`` tells the loop that bytes are held that the socket will
+not signal again; ``socket_unread`` tells it that the socket itself holds more, which
+uvloop does not signal again after a poll error such as the peer's reset. And its decoding
+of a PUBACK of MQTT 3.1.1, which builds an MQTT 5 reason code and property set for every
+two-byte acknowledgement (30 us each, measured under load 11; a cluster controller's host
+profile showed paho's handling of one received PUBACK at 4.7% of the process's CPU). Every
+other packet, and every other protocol version, is paho's.
 """
 
 from __future__ import annotations
@@ -41,6 +42,19 @@ class LoopClient(paho.Client):
     def buffered(self) -> bool:
         """Whether bytes read from the socket wait for paho's decoder."""
         return self._received_at < len(self._received)
+
+    def socket_unread(self) -> bool:
+        """Whether a read of the socket would not block: it holds bytes, its end or an error."""
+        sock = self._sock
+        if sock is None:
+            return False
+        try:
+            sock.recv(1, socket.MSG_PEEK)
+        except BlockingIOError:
+            return False
+        except OSError:
+            return True  # a reset or another error: the next read reports it
+        return True
 
     def _sock_recv(self, bufsize: int) -> bytes:
         start = self._received_at
