@@ -5,6 +5,8 @@ judged. Each check is shown failing on a broken input."""
 
 from __future__ import annotations
 
+import asyncio
+import time
 from pathlib import Path
 
 import pytest
@@ -118,18 +120,18 @@ def write_trace(run_dir: Path, events: list[dict]) -> Path:
 ARGS = {"name": "bg", "expect": {"result": "x"}, "drops": "none", "min_answered": 0}
 
 
-def test_every_call_answered_or_it_fails(tmp_path):
+async def test_every_call_answered_or_it_fails(tmp_path):
     answered = [CallOutcome(0, result="x"), CallOutcome(1, result="x")]
-    assert problems(answered, ARGS, tmp_path) == []
+    assert await problems(answered, ARGS, tmp_path) == []
     wrong = [CallOutcome(0, result="y"), CallOutcome(1, error="timeout", message_id="m1")]
-    found = problems(wrong, ARGS, tmp_path)
+    found = await problems(wrong, ARGS, tmp_path)
     assert found == ["call 0: expected result 'x', got 'y'", "1 of 2 calls unanswered (calls 1)"]
-    assert problems([CallOutcome(0, error="caller-gone")], ARGS, tmp_path) == [
+    assert await problems([CallOutcome(0, error="caller-gone")], ARGS, tmp_path) == [
         "1 of 1 calls unanswered (calls 0)"]
-    assert "expected at least 2" in problems(answered[:1], {**ARGS, "min_answered": 2}, tmp_path)[0]
+    assert "expected at least 2" in (await problems(answered[:1], {**ARGS, "min_answered": 2}, tmp_path))[0]
 
 
-def test_an_unanswered_call_needs_a_recorded_drop_or_a_killed_broker(tmp_path):
+async def test_an_unanswered_call_needs_a_recorded_drop_or_a_killed_broker(tmp_path):
     run = write_trace(tmp_path / "run", [
         {"ts": 10, "rt": "cc2", "ev": "msg.out", "msg": "m1", "corr": "c1", "via": "mqtt", "gbid": "gbid1"},
         {"ts": 11, "rt": "cc1", "ev": "msg.drop", "msg": "r1", "corr": "c1", "reason": "expired"},
@@ -143,10 +145,38 @@ def test_an_unanswered_call_needs_a_recorded_drop_or_a_killed_broker(tmp_path):
     with_broker = CallOutcome(1, error="timeout", message_id="m2")  # sent while the broker was dead
     silent = CallOutcome(2, error="timeout", message_id="m3")  # sent after the restart: lost silently
     gone = CallOutcome(3, error="caller-gone")  # its runtime's crash is recorded
-    assert problems([dropped, with_broker, gone], recorded, run) == []
-    assert problems([dropped, silent], recorded, run) == [
+    assert await problems([dropped, with_broker, gone], recorded, run) == []
+    assert await problems([dropped, silent], recorded, run, grace_s=0) == [
         "1 of 2 calls unanswered with no recorded drop of their request or reply (calls 2)"]
-    assert problems([CallOutcome(4, error="timeout")], recorded, run)  # no message id: not accounted
+    assert await problems([CallOutcome(4, error="timeout")], recorded, run)  # no message id: not accounted
+
+
+async def test_a_drop_written_after_the_calls_ended_accounts_for_its_call(tmp_path):
+    """A request the broker held for a cluster controller that came back after the call's
+    TTL is dropped as expired there, after the call timed out at its proxy."""
+    import json
+    run = write_trace(tmp_path / "run", [
+        {"ts": 10, "rt": "cc2", "ev": "msg.out", "msg": "m1", "corr": "c1", "via": "mqtt", "gbid": "gbid1"},
+    ])
+    recorded = {**ARGS, "drops": "recorded"}
+    late = CallOutcome(0, error="timeout", message_id="m1")
+    silent = ["1 of 1 calls unanswered with no recorded drop of their request or reply (calls 0)"]
+    assert await problems([late], recorded, run, grace_s=0) == silent  # read once, the drop is not there yet
+
+    async def cc1_drops_it_later():
+        await asyncio.sleep(0.3)
+        with open(run / "trace" / "cc1.ndjson", "w") as f:
+            f.write(json.dumps({"v": 1, "seq": 0, "run": "r", "kind": "cluster-controller", "ts": 4100,
+                                "rt": "cc1", "ev": "msg.drop", "msg": "m1", "corr": "c1", "reason": "expired"}) + "\n")
+
+    writer = asyncio.create_task(cc1_drops_it_later())
+    assert await problems([late], recorded, run) == []
+    assert writer.done()  # accounted for by the drop written after the calls ended, not before
+
+    started = time.monotonic()
+    lost = CallOutcome(1, error="timeout", message_id="m9")  # no trace of it ever comes
+    assert await problems([lost], recorded, run, grace_s=0.3) == [silent[0].replace("calls 0", "calls 1")]
+    assert time.monotonic() - started >= 0.3  # waited out the grace before saying so
 
 
 def test_expiry_exact_never_or_a_window():
@@ -162,7 +192,7 @@ def test_expiry_exact_never_or_a_window():
     assert _expiry_problems(FOREVER_MS, {"at_ms": now}, now) == [f"expires never, expected at {now}"]
 
 
-def test_a_publish_before_the_receiver_subscribed_again_died_with_the_broker(tmp_path):
+async def test_a_publish_before_the_receiver_subscribed_again_died_with_the_broker(tmp_path):
     run = write_trace(tmp_path / "run", [
         {"ts": 1, "rt": "cc1", "ev": "link.attach", "gbid": "gbid1", "client_id": "cc1"},
         {"ts": 20, "rt": "brokers", "ev": "life.crash", "gbid": "gbid1"},
@@ -174,5 +204,6 @@ def test_a_publish_before_the_receiver_subscribed_again_died_with_the_broker(tmp
          "target": "gbid1/cc1"},
     ])
     recorded = {**ARGS, "drops": "recorded"}
-    assert problems([CallOutcome(0, error="timeout", message_id="m4")], recorded, run) == []
-    assert problems([CallOutcome(1, error="timeout", message_id="m5")], recorded, run)  # cc1 heard again first
+    assert await problems([CallOutcome(0, error="timeout", message_id="m4")], recorded, run) == []
+    cc1_heard_again_first = CallOutcome(1, error="timeout", message_id="m5")
+    assert await problems([cc1_heard_again_first], recorded, run, grace_s=0)

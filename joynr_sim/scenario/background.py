@@ -8,12 +8,19 @@ runtime's connection that the runtime's crash cut before it read the message.
 
 A call that timed out names its request's message id in the timeout; the trace's
 ``msg.out`` of that id gives the correlation id, which its reply carries too.
+
+A call can time out at its proxy while its request or reply is still on the way: held by
+the broker for a cluster controller that reconnects with its session, or queued behind a
+busy loop. Where it arrives it is dropped as expired, and that ``msg.drop`` is written
+after the call ended. So the trace is read again until every unanswered call is accounted
+for or ``DROP_GRACE_S`` has passed since the calls were awaited.
 """
 
 from __future__ import annotations
 
 import asyncio
 import re
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,6 +31,8 @@ from ..runtime.base import Proxy
 from ..trace import read_run
 from .model import thaw
 
+DROP_GRACE_S = 5.0  # after the calls ended, how long a late drop of theirs may take to be written
+DROP_POLL_S = 0.1  # how often the trace is read again meanwhile
 CALLER_GONE = "runtime went down"  # what a pending call of a crashed or stopped runtime ends with
 _MESSAGE_ID = re.compile(r"\(message ([^\s)]+)\)")
 
@@ -94,10 +103,13 @@ async def cancel(batch: Batch) -> None:
     await asyncio.gather(*pending, return_exceptions=True)
 
 
-def problems(outcomes: list[CallOutcome], a: Mapping[str, Any], run_dir: Path) -> list[str]:
+async def problems(
+    outcomes: list[CallOutcome], a: Mapping[str, Any], run_dir: Path, grace_s: float = DROP_GRACE_S
+) -> list[str]:
     """What did not hold; empty when the calls ended as ``a`` (await_calls) asks. A call
     whose own runtime went down is recorded by that runtime's crash or stop; with ``drops:
-    recorded`` it is accepted like a call whose request or reply the trace says was dropped."""
+    recorded`` it is accepted like a call whose request or reply the trace says was dropped,
+    within ``grace_s`` of now."""
     expect = dict(a.get("expect") or {})
     recorded_ok = a.get("drops") == "recorded"
     found: list[str] = []
@@ -120,12 +132,31 @@ def problems(outcomes: list[CallOutcome], a: Mapping[str, Any], run_dir: Path) -
         found.append(f"{len(unanswered)} of {len(outcomes)} calls unanswered (calls "
                      f"{', '.join(str(o.index) for o in unanswered[:10])})")
     elif unanswered:
-        events = read_run(run_dir)
-        silent = [o for o in unanswered if o.error != "caller-gone" and not _drop_recorded(o.message_id, events)]
+        silent = await _unaccounted([o for o in unanswered if o.error != "caller-gone"], run_dir, grace_s)
         if silent:
             found.append(f"{len(silent)} of {len(outcomes)} calls unanswered with no recorded drop of their "
                          f"request or reply (calls {', '.join(str(o.index) for o in silent[:10])})")
     return found
+
+
+async def _unaccounted(calls: list[CallOutcome], run_dir: Path, grace_s: float) -> list[CallOutcome]:
+    """The calls the trace does not account for once each is, or ``grace_s`` has passed. A
+    call without a message id can never be: it is not waited for."""
+    nameless = [o for o in calls if o.message_id is None]
+    waiting = [o for o in calls if o.message_id is not None]
+    deadline = time.monotonic() + grace_s
+
+    def still_silent() -> list[CallOutcome]:
+        events = read_run(run_dir)
+        return [o for o in waiting if not _drop_recorded(o.message_id, events)]
+
+    while waiting:
+        # Off the loop: the runtimes that write the late drops may run on it.
+        waiting = await asyncio.to_thread(still_silent)
+        if not waiting or time.monotonic() >= deadline:
+            break
+        await asyncio.sleep(DROP_POLL_S)
+    return sorted(nameless + waiting, key=lambda o: o.index)
 
 
 def _drop_recorded(message_id: str | None, events: list[dict[str, Any]]) -> bool:

@@ -201,8 +201,7 @@ class ScenarioRunner(SubscriptionSteps):
     async def _step_await_calls(self, a: Mapping[str, Any]) -> None:
         batch = self.calls[a["name"]]
         outcomes = await background.finish(batch)
-        # Reads the run's traces when a call went unanswered: off the loop the GCD runs on.
-        found = await asyncio.to_thread(background.problems, outcomes, a, self.sim.run_dir)
+        found = await background.problems(outcomes, a, self.sim.run_dir)
         if found:
             provider = self.proxies[batch.proxy].provider_participant_id
             raise StepFailed(f"calls {a['name']}: " + "; ".join(found), self._context(provider))
