@@ -131,14 +131,26 @@ async def test_every_call_answered_or_it_fails(tmp_path):
     assert "expected at least 2" in (await problems(answered[:1], {**ARGS, "min_answered": 2}, tmp_path))[0]
 
 
+def request(ts: int, msg: str, corr: str, *, rt: str = "cc2", target: str = "gbid1/cc1", **more) -> dict:
+    """A request's hop from cluster controller ``rt`` over MQTT."""
+    return {"ts": ts, "rt": rt, "ev": "msg.out", "msg": msg, "type": "rq", "corr": corr, "hops": 0,
+            "exp": 10_000, "via": "mqtt", "gbid": "gbid1", "target": target, **more}
+
+
+def broker(ts: int, ev: str) -> dict:
+    return {"ts": ts, "rt": "brokers", "kind": "broker", "ev": ev, "target": "broker-gbid1",
+            "target_kind": "broker", "gbid": "gbid1"}
+
+
 async def test_an_unanswered_call_needs_a_recorded_drop_or_a_killed_broker(tmp_path):
     run = write_trace(tmp_path / "run", [
-        {"ts": 10, "rt": "cc2", "ev": "msg.out", "msg": "m1", "corr": "c1", "via": "mqtt", "gbid": "gbid1"},
-        {"ts": 11, "rt": "cc1", "ev": "msg.drop", "msg": "r1", "corr": "c1", "reason": "expired"},
-        {"ts": 20, "rt": "brokers", "ev": "life.crash", "gbid": "gbid1"},
-        {"ts": 21, "rt": "cc2", "ev": "msg.out", "msg": "m2", "corr": "c2", "via": "mqtt", "gbid": "gbid1"},
-        {"ts": 30, "rt": "brokers", "ev": "life.restart", "gbid": "gbid1"},
-        {"ts": 31, "rt": "cc2", "ev": "msg.out", "msg": "m3", "corr": "c3", "via": "mqtt", "gbid": "gbid1"},
+        request(10, "m1", "c1"),
+        {"ts": 11, "rt": "cc1", "ev": "msg.drop", "msg": "r1", "type": "rp", "corr": "c1", "hops": 0,
+         "reason": "expired"},
+        broker(20, "life.crash"),
+        request(21, "m2", "c2"),
+        broker(30, "life.restart"),
+        request(31, "m3", "c3"),
     ])
     recorded = {**ARGS, "drops": "recorded"}
     dropped = CallOutcome(0, error="timeout", message_id="m1")  # its reply's drop is recorded
@@ -147,7 +159,8 @@ async def test_an_unanswered_call_needs_a_recorded_drop_or_a_killed_broker(tmp_p
     gone = CallOutcome(3, error="caller-gone")  # its runtime's crash is recorded
     assert await problems([dropped, with_broker, gone], recorded, run) == []
     assert await problems([dropped, silent], recorded, run, grace_s=0) == [
-        "1 of 2 calls unanswered with no recorded drop of their request or reply (calls 2)"]
+        "1 of 2 calls unanswered and not explained by the trace "
+        "(calls 2: last seen msg.out at cc2 via mqtt to gbid1/cc1)"]
     assert await problems([CallOutcome(4, error="timeout")], recorded, run)  # no message id: not accounted
 
 
@@ -155,19 +168,19 @@ async def test_a_drop_written_after_the_calls_ended_accounts_for_its_call(tmp_pa
     """A request the broker held for a cluster controller that came back after the call's
     TTL is dropped as expired there, after the call timed out at its proxy."""
     import json
-    run = write_trace(tmp_path / "run", [
-        {"ts": 10, "rt": "cc2", "ev": "msg.out", "msg": "m1", "corr": "c1", "via": "mqtt", "gbid": "gbid1"},
-    ])
+    run = write_trace(tmp_path / "run", [request(10, "m1", "c1")])
     recorded = {**ARGS, "drops": "recorded"}
     late = CallOutcome(0, error="timeout", message_id="m1")
-    silent = ["1 of 1 calls unanswered with no recorded drop of their request or reply (calls 0)"]
+    silent = ["1 of 1 calls unanswered and not explained by the trace "
+              "(calls 0: last seen msg.out at cc2 via mqtt to gbid1/cc1)"]
     assert await problems([late], recorded, run, grace_s=0) == silent  # read once, the drop is not there yet
 
     async def cc1_drops_it_later():
         await asyncio.sleep(0.3)
         with open(run / "trace" / "cc1.ndjson", "w") as f:
             f.write(json.dumps({"v": 1, "seq": 0, "run": "r", "kind": "cluster-controller", "ts": 4100,
-                                "rt": "cc1", "ev": "msg.drop", "msg": "m1", "corr": "c1", "reason": "expired"}) + "\n")
+                                "rt": "cc1", "ev": "msg.drop", "msg": "m1", "type": "rq", "corr": "c1", "hops": 0,
+                                "reason": "expired"}) + "\n")
 
     writer = asyncio.create_task(cc1_drops_it_later())
     assert await problems([late], recorded, run) == []
@@ -175,7 +188,8 @@ async def test_a_drop_written_after_the_calls_ended_accounts_for_its_call(tmp_pa
 
     started = time.monotonic()
     lost = CallOutcome(1, error="timeout", message_id="m9")  # no trace of it ever comes
-    assert await problems([lost], recorded, run, grace_s=0.3) == [silent[0].replace("calls 0", "calls 1")]
+    assert await problems([lost], recorded, run, grace_s=0.3) == [
+        "1 of 1 calls unanswered and not explained by the trace (calls 1: no trace of m9)"]
     assert time.monotonic() - started >= 0.3  # waited out the grace before saying so
 
 
@@ -194,14 +208,15 @@ def test_expiry_exact_never_or_a_window():
 
 async def test_a_publish_before_the_receiver_subscribed_again_died_with_the_broker(tmp_path):
     run = write_trace(tmp_path / "run", [
-        {"ts": 1, "rt": "cc1", "ev": "link.attach", "gbid": "gbid1", "client_id": "cc1"},
-        {"ts": 20, "rt": "brokers", "ev": "life.crash", "gbid": "gbid1"},
-        {"ts": 30, "rt": "brokers", "ev": "life.restart", "gbid": "gbid1"},
-        {"ts": 31, "rt": "cc2", "ev": "msg.out", "msg": "m4", "corr": "c4", "via": "mqtt", "gbid": "gbid1",
-         "target": "gbid1/cc1"},
-        {"ts": 40, "rt": "cc1", "ev": "msg.in", "msg": "x", "via": "mqtt", "gbid": "gbid1"},
-        {"ts": 45, "rt": "cc2", "ev": "msg.out", "msg": "m5", "corr": "c5", "via": "mqtt", "gbid": "gbid1",
-         "target": "gbid1/cc1"},
+        {"ts": 0, "rt": "cc1", "ev": "life.start", "target": "cc1", "target_kind": "cluster-controller",
+         "own_topics": ["cc1"]},
+        {"ts": 1, "rt": "cc1", "ev": "link.attach", "gbid": "gbid1", "client_id": "cc1", "session_present": False},
+        broker(20, "life.crash"),
+        broker(30, "life.restart"),
+        request(31, "m4", "c4"),
+        # The broker came back without cc1's session: cc1 subscribes again with its attach.
+        {"ts": 40, "rt": "cc1", "ev": "link.attach", "gbid": "gbid1", "client_id": "cc1", "session_present": False},
+        request(45, "m5", "c5"),
     ])
     recorded = {**ARGS, "drops": "recorded"}
     assert await problems([CallOutcome(0, error="timeout", message_id="m4")], recorded, run) == []

@@ -34,6 +34,19 @@ EVENTS: frozenset[str] = frozenset(catalogue()["events"])
 COMMON_FIELDS: tuple[str, ...] = tuple(catalogue()["common"])
 
 
+@cache
+def loss_spec() -> dict[str, Any]:
+    """The parsed ``loss.json``: what explains a request without a reply, the one
+    specification both the harness and the checker implement. Shared: do not change it."""
+    text = resources.files(__name__).joinpath("loss.json").read_text(encoding="utf-8")
+    return json.loads(text)
+
+
+def loss_explanations() -> tuple[str, ...]:
+    """The ids of the loss explanations, in the order ``loss.json`` gives them."""
+    return tuple(e["id"] for e in loss_spec()["explanations"])
+
+
 def vocabulary(name: str) -> tuple[str, ...]:
     """The values of one shared definition, e.g. ``vocabulary("origin")``."""
     try:
@@ -82,5 +95,5 @@ def json_schema(ev: str) -> dict[str, Any]:
 
 __all__ = [
     "COMMON_FIELDS", "EVENTS", "SCHEMA_VERSION", "catalogue", "event_fields", "json_schema",
-    "resolve", "vocabulary",
+    "loss_explanations", "loss_spec", "resolve", "vocabulary",
 ]

@@ -1,10 +1,9 @@
 """Calls that run in the background while later steps happen (``start_calls``), and what
-must hold when they are awaited (``await_calls``): every call answered, or each one left
-unanswered accounted for by the trace: a ``msg.drop`` of its request or reply, a hop of
-either to the broker of a GBID that was killed (``life.crash``) and not yet started again
-when the hop was sent, so the message died with the broker, or sent after it came back
-but before its receiver had subscribed again, or a hop to a libjoynr
-runtime's connection that the runtime's crash cut before it read the message.
+must hold when they are awaited (``await_calls``): every call answered, or (``drops:
+recorded``) each one left unanswered explained by the trace as ``trace_schema/loss.json``
+says (``joynr_sim.loss``, the same specification the Spark ``lost-message`` check
+implements): a recorded drop of its request or reply, the end of the runtime that held it,
+a WebSocket end, a broker that ended or was down, a lost session, a receiver gone for good.
 
 A call that timed out names its request's message id in the timeout; the trace's
 ``msg.out`` of that id gives the correlation id, which its reply carries too.
@@ -27,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.errors import JoynrRuntimeException, JoynrTimeoutException
+from ..loss import UNEXPLAINED, Exchanges, Verdict
 from ..runtime.base import Proxy
 from ..trace import read_run
 from .model import thaw
@@ -108,8 +108,8 @@ async def problems(
 ) -> list[str]:
     """What did not hold; empty when the calls ended as ``a`` (await_calls) asks. A call
     whose own runtime went down is recorded by that runtime's crash or stop; with ``drops:
-    recorded`` it is accepted like a call whose request or reply the trace says was dropped,
-    within ``grace_s`` of now."""
+    recorded`` it is accepted like a call the trace explains (``joynr_sim.loss``) within
+    ``grace_s`` of now."""
     expect = dict(a.get("expect") or {})
     recorded_ok = a.get("drops") == "recorded"
     found: list[str] = []
@@ -134,86 +134,39 @@ async def problems(
     elif unanswered:
         silent = await _unaccounted([o for o in unanswered if o.error != "caller-gone"], run_dir, grace_s)
         if silent:
-            found.append(f"{len(silent)} of {len(outcomes)} calls unanswered with no recorded drop of their "
-                         f"request or reply (calls {', '.join(str(o.index) for o in silent[:10])})")
+            found.append(f"{len(silent)} of {len(outcomes)} calls unanswered and not explained by the trace "
+                         f"(calls {', '.join(_where(o, v) for o, v in silent[:10])})")
     return found
 
 
-async def _unaccounted(calls: list[CallOutcome], run_dir: Path, grace_s: float) -> list[CallOutcome]:
-    """The calls the trace does not account for once each is, or ``grace_s`` has passed. A
-    call without a message id can never be: it is not waited for."""
-    nameless = [o for o in calls if o.message_id is None]
+def _where(o: CallOutcome, v: Verdict | None) -> str:
+    """A call and where its exchange was last seen."""
+    last = v.last if v is not None else None
+    if last is None:
+        return f"{o.index}" if o.message_id is None else f"{o.index}: no trace of {o.message_id}"
+    hop = f" via {last['via']} to {last.get('target')}" if last["ev"] == "msg.out" else ""
+    return f"{o.index}: last seen {last['ev']} at {last['rt']}{hop}"
+
+
+async def _unaccounted(calls: list[CallOutcome], run_dir: Path, grace_s: float
+                       ) -> list[tuple[CallOutcome, Verdict | None]]:
+    """The calls the trace does not explain, with their verdicts, once each is explained or
+    ``grace_s`` has passed. A call without a message id can never be: it is not waited for."""
+    nameless: list[tuple[CallOutcome, Verdict | None]] = [(o, None) for o in calls if o.message_id is None]
     waiting = [o for o in calls if o.message_id is not None]
+    silent: list[tuple[CallOutcome, Verdict | None]] = []
     deadline = time.monotonic() + grace_s
 
-    def still_silent() -> list[CallOutcome]:
-        events = read_run(run_dir)
-        return [o for o in waiting if not _drop_recorded(o.message_id, events)]
+    def still_silent() -> list[tuple[CallOutcome, Verdict | None]]:
+        judge = Exchanges(read_run(run_dir))
+        verdicts = [(o, judge.verdict(o.message_id)) for o in waiting]
+        return [(o, v) for o, v in verdicts if v.outcome == UNEXPLAINED]
 
     while waiting:
         # Off the loop: the runtimes that write the late drops may run on it.
-        waiting = await asyncio.to_thread(still_silent)
+        silent = await asyncio.to_thread(still_silent)
+        waiting = [o for o, _ in silent]
         if not waiting or time.monotonic() >= deadline:
             break
         await asyncio.sleep(DROP_POLL_S)
-    return sorted(nameless + waiting, key=lambda o: o.index)
-
-
-def _drop_recorded(message_id: str | None, events: list[dict[str, Any]]) -> bool:
-    if message_id is None:
-        return False
-    corr = next((e.get("corr") for e in events if e["ev"] == "msg.out" and e.get("msg") == message_id), None)
-
-    def ours(e: dict[str, Any]) -> bool:
-        return e.get("msg") == message_id or (corr is not None and e.get("corr") == corr)
-
-    if any(e["ev"] == "msg.drop" and ours(e) for e in events):
-        return True
-    hops = [e for e in events if e["ev"] == "msg.out" and e.get("via") == "mqtt" and ours(e)]
-    if any(_broker_down(e.get("gbid"), e["ts"], events) or _not_resubscribed(e, events) for e in hops):
-        return True
-    # Handed to a libjoynr runtime's connection that its crash (SIGKILL) cut before it read it.
-    to_clients = [e for e in events if e["ev"] == "msg.out" and e.get("addr_type") == "WebSocketClient" and ours(e)]
-    return any(_died_with(e, events, ours) for e in to_clients)
-
-
-def _died_with(hop: dict[str, Any], events: list[dict[str, Any]], ours) -> bool:
-    """Whether the runtime a hop went to crashed at or after the hop without receiving it."""
-    receiver, ts = hop.get("target"), hop["ts"]
-    if any(e["ev"] == "msg.in" and e["rt"] == receiver and e["ts"] >= ts and ours(e) for e in events):
-        return False
-    return any(e["ev"] == "life.crash" and e.get("target") == receiver and e["ts"] >= ts for e in events)
-
-
-def _not_resubscribed(hop: dict[str, Any], events: list[dict[str, Any]]) -> bool:
-    """Whether a hop went to a broker that had come back from a crash before its receiver
-    had subscribed again: a broker that comes back keeps no sessions (amqtt), so until the
-    receiver's subscription is back a publish reaches nobody. The receiver is the runtime
-    whose client id is the hop's topic; its subscription is back, at the latest, when it
-    first received something over that GBID after the restart."""
-    gbid, ts = hop.get("gbid"), hop["ts"]
-    topic = str(hop.get("target") or "").partition("/")[2]
-    kinds = ("life.crash", "life.start", "life.restart")
-    life = [(e["ts"], e["ev"]) for e in events if e["rt"] == "brokers" and e.get("gbid") == gbid and e["ev"] in kinds]
-    restarts = [t for n, (t, ev) in enumerate(life)
-                if ev != "life.crash" and t <= ts and n > 0 and life[n - 1][1] == "life.crash"]
-    if not restarts or not topic:
-        return False
-    back = restarts[-1]
-    receivers = {e["rt"] for e in events if e["ev"] == "link.attach" and e.get("gbid") == gbid
-                 and e.get("client_id") == topic}
-    heard = [e["ts"] for e in events if e["ev"] == "msg.in" and e.get("via") == "mqtt" and e.get("gbid") == gbid
-             and e["rt"] in receivers and e["ts"] >= back]
-    return bool(receivers) and (not heard or min(heard) > ts)
-
-
-def _broker_down(gbid: str | None, ts: int, events: list[dict[str, Any]]) -> bool:
-    """Whether the broker of ``gbid`` was killed before ``ts`` and not started again by then,
-    or killed later with nothing started in between: what was handed to it then died with it."""
-    kinds = ("life.crash", "life.start", "life.restart")
-    life = [(e["ts"], e["ev"]) for e in events if e["rt"] == "brokers" and e.get("gbid") == gbid and e["ev"] in kinds]
-    before = [ev for t, ev in life if t <= ts]
-    after = [ev for t, ev in life if t > ts]
-    down_then = bool(before) and before[-1] == "life.crash"
-    crashed_next = bool(after) and after[0] == "life.crash"
-    return down_then or crashed_next
+    return sorted(nameless + silent, key=lambda ov: ov[0].index)
