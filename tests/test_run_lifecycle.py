@@ -44,11 +44,30 @@ def test_replacing_a_run_directory_never_follows_a_link_out_of_it(tmp_path: Path
     own = tmp_path / "runs" / "two-steps"
     own.mkdir(parents=True)
     (own / "run.json").write_text(json.dumps({"generator": "joynr-sim", "run_id": "old"}))
-    (own / "link").symlink_to(users, target_is_directory=True)
+    (own / "trace").mkdir()
+    (own / "trace" / "link").symlink_to(users, target_is_directory=True)
     run_dir = claim_run_dir(tmp_path / "runs", "two-steps")
     assert run_dir == own and list(own.iterdir()) == []
     assert own.stat().st_mode & 0o777 == 0o700
     assert (users / "keep.txt").read_text() == "keep"
+
+
+def test_a_run_directory_holding_what_joynr_sim_did_not_write_is_left_as_it_is(tmp_path: Path) -> None:
+    own = tmp_path / "runs" / "two-steps"
+    (own / "trace").mkdir(parents=True)
+    (own / "run.json").write_text(json.dumps({"generator": "joynr-sim", "run_id": "old"}))
+    (own / "trace" / "cc1.ndjson").write_text("{}\n")
+    (own / "notes.txt").write_text("what I saw")
+    (own / "analysis").mkdir()
+    with pytest.raises(RunDirError, match=r"did not write \('analysis', 'notes.txt'\)"):
+        claim_run_dir(tmp_path / "runs", "two-steps")
+    assert sorted(p.name for p in own.iterdir()) == ["analysis", "notes.txt", "run.json", "trace"]
+    assert (own / "notes.txt").read_text() == "what I saw"
+    (own / "notes.txt").unlink()
+    (own / "analysis").rmdir()
+    (own / "check").mkdir()  # the checker's and the report's output are joynr-sim's own
+    (own / "gcd.sqlite").write_text("")
+    assert claim_run_dir(tmp_path / "runs", "two-steps") == own and list(own.iterdir()) == []
 
 
 def test_a_link_in_place_of_the_run_directory_is_refused(tmp_path: Path) -> None:

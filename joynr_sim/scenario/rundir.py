@@ -4,7 +4,9 @@
 when it is a run directory joynr-sim wrote: a real folder (not a symbolic link) holding a
 ``run.json`` that says ``"generator": "joynr-sim"`` and names its run. Anything else there
 (a user's folder, a file, a link, someone else's ``run.json``) is refused with one line
-saying which folder and why, and left as it was.
+saying which folder and why, and left as it was. So is a run directory that holds anything
+joynr-sim does not write there (a user's notes, an analysis folder): replacing the run
+would delete it.
 
 A new run directory is readable by its owner only: it holds the brokers' password and,
 with external brokers, traces of what went over them.
@@ -20,6 +22,13 @@ from pathlib import Path
 MANIFEST = "run.json"
 GENERATOR = "joynr-sim"
 MAX_MANIFEST_BYTES = 16 * 1024 * 1024  # a run.json is a few kB; never read a huge foreign file
+# What joynr-sim writes at the top of a run directory: the manifest, the traces, the
+# runtimes' state, the hosts' and brokers' logs and secret, the GCD's SQLite store (with
+# its journal files), the checker's and the report's output, explore's verdict.
+OWN_ENTRIES = frozenset({
+    MANIFEST, "trace", "state", "log", "brokers", "check", "report", "checker.txt",
+    "gcd.sqlite", "gcd.sqlite-wal", "gcd.sqlite-shm", "gcd.sqlite-journal",
+})
 
 
 class RunDirError(ValueError):
@@ -47,7 +56,22 @@ def check_run_dir(out_dir: str | Path, name: str) -> Path:
     if why:
         raise RunDirError(f"{run_dir} exists and is not a joynr-sim run directory ({why}); it is left "
                           "as it is (move it away or choose another --out)")
+    foreign = _foreign_entries(run_dir)
+    if foreign:
+        more = f" and {len(foreign) - 3} more" if len(foreign) > 3 else ""
+        shown = ", ".join(repr(name) for name in foreign[:3]) + more
+        raise RunDirError(f"{run_dir} is a joynr-sim run directory that also holds what joynr-sim did not "
+                          f"write ({shown}); replacing the run would delete it, so it is left as it is "
+                          "(move those away or choose another --out)")
     return run_dir
+
+
+def _foreign_entries(run_dir: Path) -> list[str]:
+    try:
+        names = sorted(entry.name for entry in os.scandir(run_dir))
+    except OSError as exc:
+        raise RunDirError(f"cannot read run directory {run_dir}: {exc.strerror or exc}") from None
+    return [name for name in names if name not in OWN_ENTRIES]
 
 
 def _not_ours(manifest: Path) -> str | None:
