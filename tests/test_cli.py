@@ -195,7 +195,8 @@ def test_run_unreachable_external_broker_is_exit_3_and_replaces_its_own_run_dire
     own = out / "first"
     own.mkdir(parents=True)  # a previous run directory of joynr-sim: it may be replaced
     (own / "run.json").write_text(json.dumps({"generator": "joynr-sim", "run_id": "first-old"}))
-    (own / "old-trace.ndjson").write_text("{}\n")
+    (own / "trace").mkdir()
+    (own / "trace" / "old.ndjson").write_text("{}\n")
     broker = f"gbid1=mqtt://cc:{SECRET}@127.0.0.1:{refused_port}"
     result = cli("run", folder, "--out", out, "--broker", broker, cwd=tmp_path)
     assert result.code == 3
@@ -207,7 +208,7 @@ def test_run_unreachable_external_broker_is_exit_3_and_replaces_its_own_run_dire
     assert data["outcome"] == "error" and data["complete"] is False
     assert f"127.0.0.1:{refused_port}" in data["error"]
     assert data["broker"] == f"gbid1=mqtt://cc:***@127.0.0.1:{refused_port}"
-    assert not (own / "old-trace.ndjson").exists()
+    assert not (own / "trace" / "old.ndjson").exists()
     assert own.stat().st_mode & 0o777 == 0o700
     assert not (out / "second").exists()  # a set-up error stops the run: the rest would fail alike
     assert SECRET not in result.out + result.err + everything_written(out)
