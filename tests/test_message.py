@@ -30,7 +30,7 @@ from joynr_sim.core.message import (
 ALL_TYPES = ["rq", "rp", "o", "arq", "brq", "mrq", "srp", "sst", "p", "m"]
 REPLY_TO = [
     None,
-    MqttAddress("gbid1", "cc1/topic"),
+    MqttAddress("gbid1", "cc1"),  # one topic level: a reply goes to "cc1/low"
     WebSocketAddress("WSS", "cc", 443, "/ws"),
     WebSocketClientAddress("client-1"),
     ChannelAddress("http://bp/", "ch"),

@@ -6,6 +6,13 @@ The limits are joynr's and MQTT's where they have one (an MQTT topic never holds
 wildcard or U+0000) and otherwise chosen so that every derived value stays legal: a message
 id with its hop count is a delivery tag of the link registry (at most 256 bytes), a topic
 with ``/low`` appended is still a topic.
+
+The topic of an MqttAddress is where a cluster controller will publish (``<topic>/low``),
+so it must have the layout the brokers' grants allow (``brokers.access``: a client publishes
+unicast only to ``+/low``): one topic level. A topic with a ``/`` would make the controller
+publish outside its grants, and Mosquitto disconnects a client for that (every such frame
+one reconnect); it is refused here, at the edge, as any other value the runtime may not use.
+``tests/test_qos0_and_topics.py`` keeps this grammar and the brokers' grants in agreement.
 """
 
 from __future__ import annotations
@@ -100,6 +107,18 @@ def check_topic(value: Any, field: str, limits: WireLimits = DEFAULT_LIMITS) -> 
     return topic
 
 
+def check_unicast_topic(value: Any, field: str, limits: WireLimits = DEFAULT_LIMITS) -> str:
+    """The topic of an MqttAddress (a cluster controller's or the GCD's), to which ``/low``
+    is appended for a unicast publish: an MQTT topic of exactly one level, so no ``/``, not
+    reserved (a leading ``$``: the brokers' ``+`` matches none of those), bounded."""
+    topic = check_topic(value, field, limits)
+    if "/" in topic:
+        raise InvalidField(field, f"topic level separator '/' in {preview(topic)}: a unicast topic is one level")
+    if topic.startswith("$"):
+        raise InvalidField(field, f"topic {preview(topic)} starts with '$', which MQTT reserves for the broker")
+    return topic
+
+
 def check_gbid(value: Any, field: str, limits: WireLimits = DEFAULT_LIMITS) -> str:
     gbid = check_text(value, field, limits.max_id_bytes)
     if not _GBID.match(gbid):
@@ -111,7 +130,7 @@ def check_address(address: Address, field: str, limits: WireLimits = DEFAULT_LIM
     """Every field of an address that came from outside."""
     if isinstance(address, MqttAddress):
         check_gbid(address.broker_uri, f"{field}.brokerUri", limits)
-        check_topic(address.topic, f"{field}.topic", limits)
+        check_unicast_topic(address.topic, f"{field}.topic", limits)
     elif isinstance(address, WebSocketClientAddress):
         check_id(address.id, f"{field}.id", limits)
     elif isinstance(address, WebSocketAddress):

@@ -54,7 +54,7 @@ class MessageDecodeError(ValueError):
 
 class InvalidMessage(MessageDecodeError):
     """A frame that decodes, but one of its values may not be used (an empty sender, a
-    wildcard topic in its replyTo, an id too long to be a delivery tag, ...)."""
+    replyTo topic a reply could not be published to, an id too long to be a delivery tag, ...)."""
 
     reason = "invalid-message"
 

@@ -1,5 +1,6 @@
-"""``make fuzz``: the long fuzz run. Prints frames sent, drops by reason and crashes, and
-writes the same as JSON; exits 1 when a runtime crashed or a frame has no fate."""
+"""``make fuzz``: the long fuzz run. Prints frames sent (at QoS 0, with a replyTo topic of
+more than one level), drops by reason, crashes and reconnects, and writes the same as JSON;
+exits 1 when a runtime crashed or reconnected or a frame has no fate."""
 
 from __future__ import annotations
 
@@ -33,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
     def progress(report: FuzzReport) -> None:
         sent = sum(report.sent.values())
         console.print(f"  {sent:>7} frames  {sent / (time.perf_counter() - started):>6.0f}/s  "
-                      f"crashes {report.crashes}", highlight=False)
+                      f"crashes {report.crashes}  reconnects {report.reconnects}", highlight=False)
 
     with tempfile.TemporaryDirectory(prefix="joynr-sim-fuzz-") as run_dir:
         try:
@@ -53,8 +54,8 @@ def main(argv: list[str] | None = None) -> int:
     console.print(table)
     args.json.write_text(json.dumps(report.as_dict(), indent=2) + "\n")
     console.print(f"report: {args.json}")
-    # Every frame has its fate (a batch waits for that) and nothing crashed.
-    return 1 if report.crashes or report.fates != report.sent else 0
+    # Every frame has its fate (a batch waits for that), nothing crashed or lost its connection.
+    return 1 if report.crashes or report.reconnects or report.fates != report.sent else 0
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
 """Hypothesis strategies for joynr frames: the wire layout of ``joynr_sim.core.message``
 with one to three slots replaced by a hostile value — empty, huge, control characters, MQTT
 wildcards, a value of the wrong type inside valid msgpack, integers at and past every
-bound — and replyTo addresses whose fields are hostile in the same ways.
+bound — and replyTo addresses whose fields are hostile in the same ways, or whose topic has
+more than one level (the reply would go outside the brokers' grants).
 
 Every frame carries a fresh message id (``fz-<n>``) unless the id slot itself is the hostile
 one, so a harness can tell a frame that was handled (its id appears in a ``msg.in``) from
@@ -61,6 +62,24 @@ def reply_tos(draw: st.DrawFn) -> Any:
     return (text, text[:-1], "[" * 50, text * 2)[draw(_json_variants)]
 
 
+# replyTo topics that are MQTT topics but no unicast target: the reply's "<topic>/low" is outside
+# every client's grants (a multicast topic, a deeper level of one's own prefix, an empty level).
+MULTILEVEL_TOPICS = ["fuzzer/x", "cc1/low/x", "a/b", "joynr-sim-multicast/p/b", "/", "x/", "cc2//"]
+_multilevel_reply_tos = st.sampled_from(MULTILEVEL_TOPICS).map(
+    lambda topic: json.dumps({"_typeName": "joynr.system.RoutingTypes.MqttAddress", "brokerUri": "gbid1",
+                              "topic": topic}))
+
+
+def reply_topic(frame: bytes) -> str | None:
+    """The topic of a frame's replyTo when it is an MqttAddress with a string topic."""
+    try:
+        address = json.loads(msgpack.unpackb(frame, raw=False)[5])
+        topic = address["topic"]
+    except Exception:
+        return None
+    return topic if isinstance(topic, str) and str(address.get("_typeName", "")).endswith(".MqttAddress") else None
+
+
 def restart_ids(first: int) -> None:
     """Number the next frames from ``first`` (each batch its own range, in any process)."""
     global _ids
@@ -78,6 +97,7 @@ def valid_slots(to: str, sender: str = "fuzzer", reply_topic: str = "fuzzer") ->
 
 
 _types = st.sampled_from(sorted(MESSAGE_TYPES))
+_only_reply_to = st.integers(0, 19).map(lambda n: n == 0)  # one frame in 20
 _efforts = st.sampled_from(sorted(EFFORTS))
 # The slots whose values a decoder must judge come up twice as often as the others.
 _hostile_slots = st.sets(st.sampled_from(SLOTS + ("id", "f", "to", "rt", "ex", "ch", "h")), min_size=1, max_size=3)
@@ -85,7 +105,7 @@ _hostile_slots = st.sets(st.sampled_from(SLOTS + ("id", "f", "to", "rt", "ex", "
 _mostly_text = st.one_of(hostile_texts, hostile_texts, hostile_texts, wrong_types)
 _slot_values = {
     "id": _mostly_text, "f": _mostly_text, "to": _mostly_text,
-    "rt": reply_tos() | hostile_values,
+    "rt": reply_tos() | _multilevel_reply_tos | hostile_values,
     "ch": st.lists(st.lists(hostile_values, max_size=3), max_size=3) | st.just([["k", "v"]] * 33) | hostile_values,
     "pl": st.binary(max_size=64) | hostile_values,
 }
@@ -96,6 +116,11 @@ def hostile_frames(draw: st.DrawFn, recipients: list[str]) -> bytes:
     """A frame addressed to one of ``recipients`` (or a hostile recipient), with one to three
     slots hostile."""
     slots = valid_slots(recipients[draw(st.integers(0, len(recipients) - 1))])
+    if draw(_only_reply_to):
+        # A request that is valid but for its replyTo topic: only such a frame reaches the
+        # provider, whose reply would go to that topic.
+        slots["rt"] = draw(_multilevel_reply_tos)
+        return msgpack.packb([slots[s] for s in SLOTS], use_bin_type=True)
     slots["t"] = draw(_types)
     slots["ef"] = draw(_efforts)
     for name in sorted(draw(_hostile_slots)):

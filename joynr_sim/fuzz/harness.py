@@ -3,12 +3,14 @@
 The topology: cluster controllers ``cc1`` and ``cc2`` on ``gbid1``, a consumer runtime on
 ``cc1`` with a proxy for an Echo provider in a runtime on ``cc2``, and the GCD. Frames go
 to each cluster controller's and the GCD's MQTT topic from a separate client holding the
-broker password, and to ``cc1`` over the consumer's own WebSocket connection. After every
-batch a call must still go through, and every frame must have exactly one fate in the
-trace of the runtime it was sent to: a ``msg.in`` (it was a message; the router took it
-from there) or a ``msg.drop`` before it was one (``decode-error``, ``invalid-message``,
-``duplicate``). A ``msg.drop`` with reason ``internal-error`` or a runtime that stopped
-running is a crash.
+broker password (every third round of targets at QoS 0, the others at QoS 1), and to
+``cc1`` over the consumer's own WebSocket connection. After every batch a call must still
+go through, and every frame must have exactly one fate in the trace of the runtime it was
+sent to: a ``msg.in`` (it was a message; the router took it from there) or a ``msg.drop``
+before it was one (``decode-error``, ``invalid-message``, ``duplicate``). A ``msg.drop``
+with reason ``internal-error`` or a runtime that stopped running is a crash; a
+``link.attach`` after the start is a reconnect (a broker closed a runtime's connection over
+something a frame made it do).
 """
 
 from __future__ import annotations
@@ -31,12 +33,17 @@ from paho.mqtt.enums import CallbackAPIVersion
 from ..core.address import MqttAddress
 from ..runtime.participants import EchoProvider
 from ..simulation import Simulation
-from .frames import hostile_frames, restart_ids
+from .frames import hostile_frames, reply_topic, restart_ids
 
 PROVIDER = "fuzz-echo"
 # Where frames go: (runtime that receives, transport, MQTT topic or None for WebSocket).
 TARGETS = (("cc2", "mqtt", "cc2/low"), ("cc1", "mqtt", "cc1/low"),
            ("gcd-gbid1", "mqtt", "discoverydirectory_channelid/low"), ("cc1", "ws", None))
+
+
+def qos_of(n: int) -> int:
+    """The QoS frame ``n`` of a batch is published at: every third round of targets at 0."""
+    return 0 if (n // len(TARGETS)) % 3 == 2 else 1
 
 
 def draw_frames(count: int, recipients: list[str], seed_value: int, first_id: int = 0) -> list[bytes]:
@@ -80,19 +87,24 @@ class FuzzReport:
     fates: Counter = field(default_factory=Counter)  # (runtime, via) -> frames accounted for
     outcomes: Counter = field(default_factory=Counter)  # "msg.in" or the drop reason
     crashes: int = 0
+    reconnects: int = 0  # link.attach of a runtime after the start
     calls: int = 0
     surplus: int = 0  # events matching a frame already accounted for (colliding hostile ids)
+    qos0: int = 0  # frames published at QoS 0
+    multilevel_reply_to: int = 0  # frames whose replyTo topic has a '/'
 
     def rows(self) -> list[tuple[str, int]]:
         rows = [("frames sent", sum(self.sent.values())), ("frames accounted for", sum(self.fates.values())),
+                ("  at QoS 0", self.qos0), ("  with a replyTo topic holding '/'", self.multilevel_reply_to),
                 ("calls after a batch", self.calls), ("runtime crashes", self.crashes),
-                ("events of colliding hostile ids", self.surplus)]
+                ("reconnects of a runtime", self.reconnects), ("events of colliding hostile ids", self.surplus)]
         rows += [(f"  {name}", n) for name, n in sorted(self.outcomes.items())]
         return rows
 
     def as_dict(self) -> dict[str, Any]:
         return {"sent": sum(self.sent.values()), "accounted": sum(self.fates.values()),
-                "calls": self.calls, "crashes": self.crashes, "surplus": self.surplus,
+                "calls": self.calls, "crashes": self.crashes, "reconnects": self.reconnects,
+                "surplus": self.surplus, "qos0": self.qos0, "multilevel_reply_to": self.multilevel_reply_to,
                 "outcomes": dict(self.outcomes),
                 "per_target": {f"{rt}/{via}": n for (rt, via), n in self.sent.items()}}
 
@@ -134,11 +146,14 @@ class Fuzzer:
         for n, frame in enumerate(frames):
             rt, via, topic = TARGETS[n % len(TARGETS)]
             if topic is not None:
-                pending.append(self.client.publish(topic, frame, qos=1))
+                qos = qos_of(n)
+                pending.append(self.client.publish(topic, frame, qos=qos))
+                self.report.qos0 += qos == 0
             else:
                 assert self.consumer.ws is not None
                 await self.consumer.ws.send(frame)
             expected.add(rt, via, frame)
+            self.report.multilevel_reply_to += "/" in (reply_topic(frame) or "")
         for info in pending:
             await asyncio.to_thread(info.wait_for_publish, timeout_s)
         self.report.sent.update(expected.sent)
@@ -159,6 +174,7 @@ class Fuzzer:
                         self.report.outcomes[fate] += 1
                     if e["ev"] == "msg.drop" and e.get("reason") == "internal-error":
                         self.report.crashes += 1
+                    self.report.reconnects += e["ev"] == "link.attach"
             if expected.complete():
                 break
             if asyncio.get_running_loop().time() > deadline:

@@ -21,12 +21,14 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Protocol
 
-from ..core.limits import InvalidField, check_topic, shorten
+from ..core.limits import InvalidField, check_unicast_topic, shorten
 from ..core.links import LinkRegistry
 from ..core.message import JoynrMessage, encode
 from ..store.group_commit import after_commit
 from ..store.outbox import Outbox
-from ..transport.mqtt import MqttConnection, multicast_topic, unicast_topic
+from ..transport.mqtt import MqttConnection
+from ..transport.mqtt_topics import check_publish_topic, multicast_topic, unicast_topic
+from ..transport.paho_client import Delivery
 from .sessions import BrokerSessions
 
 CONNECT_TIMEOUT_S = 10  # a start's wait for every CONNACK, unless the runtime chose its own
@@ -226,16 +228,19 @@ class MqttEndpoint:
                 ) -> tuple[str, str | None] | None:
         """Publish to ``topic``'s unicast topic (or, for a multicast, its multicast topic)
         on the broker of ``gbid``. None when the broker has it or paho holds it for the
-        next reconnect; else (reason, detail).
+        next reconnect; else (reason, detail): ``invalid-message`` for a topic the brokers'
+        grants refuse (a route's topic of more than one level), which is never published.
 
         The outbox row is written first and the client gets the message once it is
         committed (end of this turn), so a crash never loses a message paho had taken."""
         conn = self.connections.get(gbid)
         if conn is None:
             return ("no-connection", None)
-        full_topic = multicast_topic(topic) if multicast else unicast_topic(topic)
         try:
-            check_topic(full_topic, "to.topic")
+            if multicast:
+                full_topic = check_publish_topic(multicast_topic(topic), "to.topic")
+            else:  # checked as the target it is: a route's topic must not reach a multicast topic
+                full_topic = unicast_topic(check_unicast_topic(topic, "to.topic"))
         except InvalidField as exc:
             return ("invalid-message", str(exc))
         payload = encode(msg)
@@ -268,7 +273,7 @@ class MqttEndpoint:
             self._live_sessions().discard(conn, tag)
             return
         try:
-            check_topic(topic, "to.topic")
+            check_publish_topic(topic, "to.topic")
             mid = conn.publish(topic, payload)
         except (ValueError, ConnectionError) as exc:
             self.host.trace_msg("msg.drop", msg, reason="invalid-message", via="mqtt", gbid=conn.gbid,
@@ -282,10 +287,12 @@ class MqttEndpoint:
         self._live_sessions().published(conn, mid, tag)
 
     # -- receiving -------------------------------------------------------------------
-    def _on_message(self, conn: MqttConnection, payload: bytes, mid: int) -> None:
+    def _on_message(self, conn: MqttConnection, payload: bytes, delivery: Delivery) -> None:
         """Handle the message, then acknowledge it once what handling wrote is committed. A
         frame that is dropped is acknowledged too (it was handled), so the broker's inflight
-        window never fills with frames nobody will take.
+        window never fills with frames nobody will take. A message received at QoS 0 is
+        handled the same and never acknowledged (``MqttConnection.ack``): the broker expects
+        nothing, and Mosquitto closes the connection of a client that acknowledges it.
 
         Handling ends within this call, so the message is not held in the outbox and the
         receiving link first: that row was put and deleted in the same turn, which commits
@@ -300,13 +307,14 @@ class MqttEndpoint:
             msg = None
         finally:
             # After the commit of this turn: of what handling it wrote.
-            after_commit(self._ack_committed, self._live_sessions(), conn, mid)
+            if delivery.acknowledged:
+                after_commit(self._ack_committed, self._live_sessions(), conn, delivery)
         if msg is not None:
             self.host.mqtt_message(msg, conn.gbid)  # guarded: never raises
 
-    def _ack_committed(self, sessions: BrokerSessions, conn: MqttConnection, mid: int) -> None:
+    def _ack_committed(self, sessions: BrokerSessions, conn: MqttConnection, delivery: Delivery) -> None:
         if sessions is self.sessions and not sessions.closed:
-            conn.ack(mid)
+            conn.ack(delivery)
 
     def handle_again(self, conn: MqttConnection, tag: str, payload: bytes) -> None:
         """A message the outbox holds as received and never handled (see ``_on_message``:

@@ -2,7 +2,9 @@
 
 QoS 1 on a persistent session (clean_session false); the client subscribes to its own
 topic on every CONNACK (a broker that lost the session must learn it again) and unicast
-goes to ``<topic>/low``.
+goes to ``<topic>/low`` (``mqtt_topics``). A message is acknowledged as it was received:
+one that arrives at QoS 0 (another client may publish so) is handed over like any other and
+never acknowledged (``paho_client.Delivery``).
 
 paho runs on the asyncio loop, through its external-loop interface (``loop_read`` when
 the socket is readable, ``loop_write`` when it has something to send, ``loop_misc`` for
@@ -35,7 +37,10 @@ from collections.abc import Callable
 import paho.mqtt.client as paho
 from paho.mqtt.enums import CallbackAPIVersion, MQTTErrorCode
 
-from .paho_client import LoopClient
+from .mqtt_topics import MULTICAST_TOPIC_PREFIX as MULTICAST_TOPIC_PREFIX
+from .mqtt_topics import multicast_topic as multicast_topic
+from .mqtt_topics import unicast_topic as unicast_topic
+from .paho_client import Delivery, LoopClient
 
 QOS = 1
 _conn_ids = itertools.count(1)
@@ -47,20 +52,6 @@ MISC_INTERVAL_S = 1.0  # how often paho checks the keepalive
 # Mosquitto dropped 1,301 connections of a CPU-starved 1,000-controller fleet whose loops
 # missed a PINGREQ; a dead broker or a reset connection is seen at once either way.
 KEEPALIVE_S = 60
-
-
-# joynr's multicast topic prefix (joynr.messaging.mqtt.topicprefix.multicast), the one the
-# brokers' grants allow (brokers.access.MULTICAST_PREFIX).
-MULTICAST_TOPIC_PREFIX = "joynr-sim-multicast/"
-
-
-def unicast_topic(topic: str) -> str:
-    return f"{topic}/low"
-
-
-def multicast_topic(multicast_topic_: str) -> str:
-    """The MQTT topic (or filter) of a multicast: the prefix, then the multicast id's topic."""
-    return MULTICAST_TOPIC_PREFIX + multicast_topic_
 
 
 class MqttConnectError(ConnectionError):
@@ -91,7 +82,7 @@ class MqttConnection:
         topic: str,
         credentials: tuple[str, str] | None,
         loop: asyncio.AbstractEventLoop,
-        on_message: Callable[[MqttConnection, bytes, int], None],
+        on_message: Callable[[MqttConnection, bytes, Delivery], None],
         on_connected: Callable[[MqttConnection, bool], None] = lambda conn, session_present: None,
         on_disconnected: Callable[[MqttConnection], None] = lambda conn: None,
         on_published: Callable[[MqttConnection, int], None] = lambda conn, mid: None,
@@ -295,7 +286,8 @@ class MqttConnection:
             self._on_disconnected(self)
 
     def _paho_message(self, client, userdata, message) -> None:
-        self._loop.call_soon(self._on_message, self, bytes(message.payload), message.mid)
+        # The QoS as received: it decides whether and how the delivery is acknowledged.
+        self._loop.call_soon(self._on_message, self, bytes(message.payload), Delivery(message.mid, message.qos))
 
     def _paho_published(self, client, userdata, mid, reason_code, properties) -> None:
         self._loop.call_soon(self._on_published, self, mid)
@@ -347,9 +339,11 @@ class MqttConnection:
         self.multicast_filters.discard(topic_filter)
         self._client.unsubscribe(topic_filter)
 
-    def ack(self, mid: int) -> None:
-        """Acknowledge a received message: the broker may forget it."""
-        self._client.ack(mid, QOS)
+    def ack(self, delivery: Delivery) -> None:
+        """Acknowledge a received message as its QoS asks (the broker may forget it): QoS 1
+        with a PUBACK, QoS 2 with a PUBCOMP (paho sent the PUBREC), QoS 0 not at all."""
+        if delivery.acknowledged:
+            self._client.ack(delivery.mid, delivery.qos)
 
     async def stop(self) -> None:
         """Graceful: DISCONNECT (paho closes the socket once it is written). Not connected

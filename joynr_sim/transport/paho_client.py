@@ -18,7 +18,7 @@ other packet, and every other protocol version, is paho's.
 from __future__ import annotations
 
 import socket
-from typing import Literal
+from typing import Literal, NamedTuple
 
 import paho.mqtt.client as paho
 from paho.mqtt.enums import MQTTErrorCode
@@ -31,6 +31,21 @@ from paho.mqtt.reasoncodes import ReasonCode
 _PUBACK_SUCCESS = ReasonCode(PacketTypes.PUBACK)
 _NO_PROPERTIES = Properties(PacketTypes.PUBACK)
 RECV_BYTES = 65536
+
+
+class Delivery(NamedTuple):
+    """A received PUBLISH as paho handed it over: its packet id and the QoS it arrived at.
+
+    Only a QoS 1 or 2 delivery is acknowledged (PUBACK, PUBCOMP). A QoS 0 PUBLISH has no
+    packet id (paho reports 0): a PUBACK for it is a protocol error, for which Mosquitto
+    closes the connection."""
+
+    mid: int
+    qos: int
+
+    @property
+    def acknowledged(self) -> bool:
+        return self.qos in (1, 2)
 
 
 class LoopClient(paho.Client):
