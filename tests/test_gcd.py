@@ -123,6 +123,17 @@ def test_old_add_with_one_malformed_entry_stores_nothing(gcd):
     assert rows(gcd) == before
 
 
+@pytest.mark.parametrize("topic", ["cc1/deeper", "$SYS", "cc+", "cc#"])
+def test_an_entry_whose_topic_no_controller_may_publish_to_is_refused(gcd, topic):
+    """A consumer's cluster controller publishes to ``<topic>/low``: a topic of more than one
+    level (or a reserved or wildcard one) would take it outside its grants."""
+    before = rows(gcd)
+    with pytest.raises(InvalidDiscoveryEntry) as info:
+        gcd.add(entry("p1", topic=topic), ["GBID1"])
+    assert info.value.field == "address.topic"
+    assert rows(gcd) == before
+
+
 # -- new add --------------------------------------------------------------------------------
 
 

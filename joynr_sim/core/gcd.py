@@ -49,6 +49,7 @@ from .discovery import (
     validate_gbids,
 )
 from .gcd_store import GcdRow, GcdStore, GcdTransaction, RowKey
+from .limits import InvalidField, check_unicast_topic
 
 DEFAULT_GBID = "joynrdefaultgbid"
 
@@ -343,4 +344,8 @@ def _check_entry(entry: Any) -> GlobalDiscoveryEntry:
         )
     if address.topic == "":
         raise InvalidDiscoveryEntry("address.topic", "empty; it names the cluster controller")
+    try:  # a consumer's cluster controller publishes to <topic>/low: one level, as the grants allow
+        check_unicast_topic(address.topic, "address.topic")
+    except InvalidField as exc:
+        raise InvalidDiscoveryEntry("address.topic", str(exc).partition(": ")[2]) from None
     return entry
