@@ -3,11 +3,13 @@
 Exit status: 0 success; 1 a scenario step failed (run), a scenario ended otherwise than the
 policy matrix requires (run --policy all: it must hold under its own policy and fail under
 each it guards against), a check found violations (check, run --check), a scenario file is
-broken (list), explore found failures, or the Spark Connect server is already running (spark
-start) or not running (spark stop, spark status); 2 bad input (a usage error, an unusable
-file, folder or option: nothing runs); 3 a run could not be set up (run: a broker, the GCD
-store or a port could not be reached), the checks could not run, or the Spark Connect server
-did not come up (spark start); 130 interrupted. Every error is one line on stderr.
+broken (list), explore found failures, the Spark Connect server is already running (spark
+start) or not running (spark stop, spark status), or a broker does not keep an MQTT property
+joynr relies on (brokers check); 2 bad input (a usage error, an unusable file, folder or
+option: nothing runs); 3 a run could not be set up (run: a broker, the GCD store or a port
+could not be reached), the checks could not run, the Spark Connect server did not come up
+(spark start), or a broker could not be started or reached (brokers check); 130 interrupted.
+Every error is one line on stderr.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from rich.table import Table
 
 from brokers import redact
 
+from .brokers_console import add_parser as add_brokers_parser
 from .core.address import ADDRESS_TYPES
 from .core.policies import POLICIES, RUNTIME_KINDS
 from .core.routing import policy_matrix
@@ -259,6 +262,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_report)
     add_explore_parser(sub)
     add_host_parser(sub)
+    add_brokers_parser(sub)
     return parser
 
 

@@ -39,6 +39,16 @@ class Step:
 
 
 @dataclass(frozen=True)
+class BrokerProperty:
+    """One row of ``broker_properties``: what the run's broker kind is declared to keep."""
+
+    id: str
+    kept: bool | None  # None: unknown (an external broker)
+    how: str
+    relied_on: bool | None
+
+
+@dataclass(frozen=True)
 class Manifest:
     """The parts of ``run.json`` a report shows."""
 
@@ -57,6 +67,7 @@ class Manifest:
     reproduces: dict[str, str]
     versions: dict[str, str]
     steps: tuple[Step, ...]
+    broker_properties: tuple[BrokerProperty, ...] = ()  # none in a run.json written before they were recorded
 
 
 @dataclass(frozen=True)
@@ -215,7 +226,22 @@ def read_manifest(path: Path) -> Manifest:
         reproduces={str(k): str(v) for k, v in reproduces.items()},
         versions={str(k): str(v) for k, v in versions.items()},
         steps=tuple(steps),
+        broker_properties=_broker_properties(data, path),
     )
+
+
+def _broker_properties(data: dict[str, Any], path: Path) -> tuple[BrokerProperty, ...]:
+    rows = []
+    for prop_id, raw in _get(data, "broker_properties", dict, f"{path}: ", optional=True, default={}).items():
+        at = f"{path}: broker_properties.{prop_id}."
+        if not isinstance(raw, dict):
+            raise ReportError(f"{path}: broker_properties.{prop_id}: expected an object, got {_shown(raw)}")
+        rows.append(BrokerProperty(
+            id=str(prop_id), kept=_get(raw, "kept", bool, at, optional=True),
+            how=_get(raw, "how", str, at, optional=True, default=""),
+            relied_on=_get(raw, "relied_on", bool, at, optional=True),
+        ))
+    return tuple(rows)
 
 
 # -- the checker's report.json ----------------------------------------------------------------------

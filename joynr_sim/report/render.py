@@ -21,6 +21,7 @@ from typing import Any
 import jinja2
 
 from brokers import redact
+from brokers.promises import BY_ID as BROKER_PROPERTIES
 
 from . import model, plots
 from .inputs import ReportError, RunInput, Step
@@ -153,6 +154,8 @@ def run_context(inp: RunInput, out: Path, page: str) -> dict[str, Any]:
         "messages_total": len(msgs.listed) + msgs.not_listed, "not_listed": msgs.not_listed,
         "failing_count": len(msgs.failing), "latency": _percentiles(ms),
         "data": data, "run_path": str(inp.path),
+        "broker_property_titles": {p.id: f"{p.title}: {p.description} ({p.section})"
+                                   for p in BROKER_PROPERTIES.values()},
     }
 
 

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from brokers import BrokerError, BrokerSpecError, MosquittoNotFound, parse_broker, redact
+from brokers.promises import declared
 
 from ..simulation import Simulation
 from ..trace import TraceWriter
@@ -77,6 +78,8 @@ class RunResult:
     versions: dict[str, str] = field(default_factory=dict)
     brokers: dict[str, str] = field(default_factory=dict)  # GBID -> broker URL
     fleet: dict[str, Any] = field(default_factory=dict)  # a fleet's calls per wave window (``fleet``)
+    # What the broker kind is declared to keep (brokers.promises): property id -> kept, how, relied_on
+    broker_properties: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def passed(self) -> bool:
@@ -106,6 +109,13 @@ def _redacted_broker(spec: str) -> str:
         return parse_broker(spec).redacted()
     except BrokerSpecError:
         return redact(spec)  # set-up will refuse it; record it without its passwords
+
+
+def _broker_properties(spec: str) -> dict[str, dict[str, Any]]:
+    try:
+        return declared(parse_broker(spec).kind)
+    except BrokerSpecError:
+        return {}  # set-up will refuse it
 
 
 def _is_environment(exc: BaseException) -> bool:
@@ -159,6 +169,7 @@ async def run_scenario(
         run_id=f"{scenario.name}-{uuid.uuid4().hex[:12]}",  # unique: the checker keeps runs apart by it
         policy=policy or scenario.policy,
         broker=_redacted_broker(broker),
+        broker_properties=_broker_properties(broker),
         seed=seed,
         reproduces={"seed": scenario.reproduces.seed, "scenario": scenario.reproduces.scenario},
         started=_iso(started),
