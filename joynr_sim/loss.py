@@ -181,7 +181,8 @@ class Exchanges:
         last = max(own, key=_order, default=None)
         reply_lasts = [max(r, key=_order) for r in replies if r]
         reply_last = max(reply_lasts, key=lambda e: (e["ts"], e.get("hops") or 0, e["seq"]), default=None)
-        if reply_last is not None and (last is None or reply_last["ts"] >= last["ts"]):
+        delivered = any(e["ev"] == "msg.deliver" for e in own)
+        if reply_last is not None and (last is None or delivered or reply_last["ts"] >= last["ts"]):
             return reply_last
         return last
 

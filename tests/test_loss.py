@@ -136,3 +136,17 @@ def test_the_reply_is_followed_when_it_was_seen_last():
     assert v.outcome == UNEXPLAINED and v.last["msg"] == "r1" and v.last["via"] == "mqtt"
     assert Exchanges([*events, life(30, "life.stop", "cc2")]).verdict("m1").why == "receiver-gone"
     assert EXPLAINED == "explained"
+
+
+def test_a_request_delivered_is_followed_on_its_reply_not_on_a_later_copy():
+    """The broker delivered the request again after the provider had answered it; the
+    provider's runtime drops the copy as a duplicate. The reply's fate decides: here it
+    died with the cluster controller that had taken it over."""
+    events = [*started(), mqtt_hop(10), arrives(11, "cc1"), ws_hop(11, rt="cc1"), arrives(12, "app1", hops=2),
+              ev(12, "app1", "msg.deliver", msg="m1", type="rq", corr="c1", hops=2),
+              ev(13, "app1", "msg.out", msg="r1", type="rp", corr="c1", hops=0, exp=10_000, via="ws", target="cc1"),
+              life(14, "life.crash", "cc1"), life(20, "life.restart", "cc1"),
+              arrives(30, "cc1"), ws_hop(30, rt="cc1"), arrives(31, "app1", hops=2),
+              ev(31, "app1", "msg.drop", msg="m1", type="rq", corr="c1", hops=2, reason="duplicate")]
+    v = Exchanges(events).verdict("m1")
+    assert (v.outcome, v.why, v.last["msg"]) == (EXPLAINED, "ws-end", "r1")
