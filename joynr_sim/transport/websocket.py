@@ -1,5 +1,10 @@
 """WebSocket transport between libjoynr runtimes and their cluster controller (websockets).
 
+Longer than 400 lines because the server and the client are the two ends of one protocol
+(the first frame, its refusal with 1008 and the client's sending again what a refused
+connection held, the frame limits before and after it) and share the outgoing queue;
+apart, each half would have to restate the other's side of it.
+
 The cluster controller is the server. The first frame a client sends is its
 ``WebSocketClientAddress`` in joynr's JSON form, with one field joynr does not have: the
 ``token`` the simulation handed that runtime, so no other local client can take its id and
@@ -10,7 +15,12 @@ the reading loop.
 
 Frames are bounded: a frame over ``MAX_WEBSOCKET_FRAME_BYTES`` closes the connection
 (websockets' own limit, code 1009); the receiver drops frames over its configured maximum
-frame size below that.
+frame size below that. Until the server accepted a client's first frame, the limit is
+``MAX_HANDSHAKE_BYTES``: a larger frame closes the connection with 1009 as soon as its
+header announces it, and only its header is read, so a client that has not shown its token
+costs the server a few kB, not a frame of 16 MiB. The first frame is judged within the read
+that completed it, so frames an accepted client sent right behind it get the full limit;
+it must arrive within ``HANDSHAKE_TIMEOUT_S``.
 
 ``send_soon`` writes a frame within the call when its connection can take it now (open,
 not paused by flow control, nothing queued before it), without the asyncio task that each
@@ -45,7 +55,7 @@ from collections.abc import Awaitable, Callable
 
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.asyncio.server import Server, ServerConnection, serve
-from websockets.exceptions import ConnectionClosed, InvalidHandshake
+from websockets.exceptions import ConnectionClosed, InvalidHandshake, PayloadTooBig
 from websockets.protocol import State
 
 from ..core.address import AddressError, WebSocketClientAddress, from_json, to_dict
@@ -72,6 +82,11 @@ def _guarded(callback: Callable[..., object], *args: object) -> None:
         callback(*args)
     except Exception:
         _log.exception("receiver of a WebSocket frame failed")
+
+
+def _refusal(reason: str) -> str:
+    """The close reason of a refused first frame."""
+    return "not permitted" if reason == "not-permitted" else "expected a WebSocketClientAddress"
 
 
 def _write_now(ws: ClientConnection | ServerConnection, data: bytes) -> bool | None:
@@ -160,13 +175,26 @@ class WebSocketServer:
     async def start(self, host: str = "127.0.0.1", port: int = 0) -> None:
         # No permessage-deflate: joynr frames are small msgpack, and a deflate per frame on
         # both ends cost more CPU than the loopback bytes it saves.
+        connection = functools.partial(DirectServerConnection, on_first=self._judge_first,
+                                       first_max_size=MAX_HANDSHAKE_BYTES)
         self._server = await serve(self._handle, host, port, max_size=MAX_WEBSOCKET_FRAME_BYTES, compression=None,
-                                   create_connection=DirectServerConnection)
+                                   create_connection=connection)  # type: ignore[arg-type]  # a partial of the class
         self.port = self._server.sockets[0].getsockname()[1] if port == 0 else port
 
-    async def _handle(self, ws: DirectServerConnection) -> None:
+    def _judge_first(self, ws: DirectServerConnection, first: bytes | str) -> None:
+        """Judges a client's first frame in the read that completed it: an accepted client
+        gets the full frame limit for the frames behind it; a refused one is sent its 1008
+        at once, so a frame over the handshake's limit behind it cannot turn the refusal
+        into a 1009 (after which the client would not send its frames again)."""
+        verdict = ws.verdict = self._verdict(first)
+        if isinstance(verdict, str):
+            ws.protocol.max_size = MAX_WEBSOCKET_FRAME_BYTES
+        elif ws.protocol.state is State.OPEN:
+            ws.protocol.send_close(REFUSED, _refusal(verdict[0]))
+
+    def _verdict(self, first: bytes | str) -> str | tuple[str, str]:
+        """The client id of an accepted first frame, else (drop reason, detail)."""
         try:
-            first = await asyncio.wait_for(ws.recv(), HANDSHAKE_TIMEOUT_S)
             if len(first) > MAX_HANDSHAKE_BYTES:
                 raise AddressError("frame", f"handshake of {len(first)} bytes, at most {MAX_HANDSHAKE_BYTES}")
             address = from_json(first)
@@ -174,15 +202,37 @@ class WebSocketServer:
                 raise AddressError("_typeName", "the first frame must be a WebSocketClientAddress")
             client_id = check_id(address.id, "id")
             token = json.loads(first).get("token")
-        except (AddressError, InvalidField, TimeoutError, ConnectionClosed) as exc:
-            _guarded(self._on_bad_handshake, "decode-error", preview(str(exc), 200))
-            await ws.close(code=REFUSED, reason="expected a WebSocketClientAddress")
-            return
+        except (AddressError, InvalidField) as exc:
+            return "decode-error", preview(str(exc), 200)
         if not self._authenticate(client_id, token):
             # Another local client claiming a runtime's id gets neither the id nor its replies.
-            _guarded(self._on_bad_handshake, "not-permitted", f"client {preview(client_id)} refused: not its token")
-            await ws.close(code=REFUSED, reason="not permitted")
+            return "not-permitted", f"client {preview(client_id)} refused: not its token"
+        return client_id
+
+    async def _handle(self, ws: DirectServerConnection) -> None:
+        try:
+            first = await asyncio.wait_for(ws.recv(), HANDSHAKE_TIMEOUT_S)
+        except (TimeoutError, ConnectionClosed) as exc:
+            too_big = ws.protocol.parser_exc
+            if isinstance(too_big, PayloadTooBig) and too_big.size is not None:
+                # Refused from its header, before its payload was read (code 1009).
+                size = too_big.size + (too_big.cur_size or 0)  # with what earlier fragments held
+                detail = str(AddressError("frame", f"handshake of {size} bytes, at most {too_big.max_size}"))
+            elif isinstance(exc, TimeoutError):
+                detail = f"no complete first frame within {HANDSHAKE_TIMEOUT_S} s"
+            else:
+                detail = str(exc)
+            _guarded(self._on_bad_handshake, "decode-error", preview(detail, 200))
+            await ws.close(code=REFUSED, reason=_refusal("decode-error"))
             return
+        verdict = ws.verdict if isinstance(ws.verdict, (str, tuple)) else self._verdict(first)  # in fragments
+        if isinstance(verdict, tuple):
+            reason, detail = verdict
+            _guarded(self._on_bad_handshake, reason, detail)
+            await ws.close(code=REFUSED, reason=_refusal(reason))  # if not sent already
+            return
+        client_id = verdict
+        ws.protocol.max_size = MAX_WEBSOCKET_FRAME_BYTES
         previous = self.clients.get(client_id)
         self.clients[client_id] = ws
         self._outgoing[client_id] = _Outgoing(ws)
