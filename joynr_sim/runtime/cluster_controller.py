@@ -9,24 +9,16 @@ import asyncio
 import hmac
 import secrets
 from collections.abc import Iterable, Sequence
-from typing import Any, Protocol
+from typing import Any
 
-from ..core.address import (
-    Address,
-    AddressError,
-    InProcessAddress,
-    MqttAddress,
-    WebSocketAddress,
-    WebSocketClientAddress,
-    from_json,
-)
+from ..core.address import Address, InProcessAddress, MqttAddress, WebSocketAddress, WebSocketClientAddress
 from ..core.discovery import DiscoveryEntry
-from ..core.limits import InvalidField, check_id, check_int
+from ..core.limits import check_int
 from ..core.links import LinkRegistry
 from ..core.message import MULTICAST, JoynrMessage, encode
-from ..core.multicast import MulticastError, MulticastId, parse
 from ..core.router import CcMessageRouter
 from ..core.routing import RoutingEntry, RoutingTable
+from ..store.route_store import RouteStore, RoutingTablePersistency
 from ..transport.websocket import WebSocketServer
 from .base import FOREVER_MS, Runtime
 from .discovery import (
@@ -39,75 +31,12 @@ from .discovery import (
 )
 from .mqtt_endpoint import BrokerDirectory, MqttEndpoint
 from .participants import ProviderSkeleton
+from .routing_provider import RoutingProvider, routing_provider_participant_id
 from .sessions import open_link_registry
 
 DEFAULT_DRAIN_TIMEOUT_MS = 5_000  # a graceful stop's drain, bounded as joynr's prepareForShutdown
 DEFAULT_CONNECT_TIMEOUT_MS = 10_000  # a start's wait for each CONNACK (paho goes on trying)
 MAX_TIMEOUT_MS = 600_000
-
-
-def routing_provider_participant_id(cc_id: str) -> str:
-    return f"{cc_id}-routingprovider"
-
-
-class HasRoutingTable(Protocol):
-    @property
-    def table(self) -> RoutingTable: ...
-
-    async def add_multicast_receiver(self, mid: MulticastId, receiver: str) -> None: ...
-
-    async def remove_multicast_receiver(self, mid: MulticastId, receiver: str) -> None: ...
-
-
-class RoutingProvider:
-    """joynr's routing provider: libjoynr runtimes add and remove their participants here."""
-
-    interface_name = "joynr/system/Routing"
-
-    def __init__(self, routes: HasRoutingTable) -> None:
-        self._routes = routes
-
-    def addNextHop(self, participantId: str, address: str, isGloballyVisible: bool) -> None:
-        try:
-            parsed = from_json(address)
-        except AddressError as exc:
-            raise ValueError(str(exc)) from None
-        self._routes.table.put(
-            participantId, RoutingEntry(parsed, bool(isGloballyVisible), FOREVER_MS), "routing-provider"
-        )
-
-    def removeNextHop(self, participantId: str) -> None:
-        self._routes.table.remove(participantId)
-
-    async def addMulticastReceiver(self, multicastId: str, subscriberParticipantId: str,
-                                   providerParticipantId: str) -> None:
-        mid = self._multicast(multicastId, providerParticipantId)
-        await self._routes.add_multicast_receiver(mid, _participant(subscriberParticipantId))
-
-    async def removeMulticastReceiver(self, multicastId: str, subscriberParticipantId: str,
-                                      providerParticipantId: str) -> None:
-        mid = self._multicast(multicastId, providerParticipantId)
-        await self._routes.remove_multicast_receiver(mid, _participant(subscriberParticipantId))
-
-    @staticmethod
-    def _multicast(multicast_id: object, provider: object) -> MulticastId:
-        try:
-            mid = parse(multicast_id, wildcards=True)  # type: ignore[arg-type]
-        except MulticastError as exc:
-            raise ValueError(f"multicastId: {exc}") from None
-        if mid.provider != provider:
-            raise ValueError(f"multicastId: {multicast_id!r} is not a multicast of provider {provider!r}")
-        return mid
-
-    def resolveNextHop(self, participantId: str) -> bool:
-        return participantId in self._routes.table
-
-
-def _participant(value: object) -> str:
-    try:
-        return check_id(value, "subscriberParticipantId")
-    except InvalidField as exc:
-        raise ValueError(str(exc)) from None
 
 
 class CcAddresses:
@@ -153,12 +82,15 @@ class ClusterController(CcAddresses, Runtime):
         republish_received_multicasts: bool = False,
         drain_timeout_ms: int = DEFAULT_DRAIN_TIMEOUT_MS,
         connect_timeout_ms: int = DEFAULT_CONNECT_TIMEOUT_MS,
+        persist_routing_table: bool = False,
         **kwargs: Any,
     ) -> None:
         self.cc_id = cc_id
         self.drain_timeout_ms = check_int(drain_timeout_ms, "drain_timeout_ms", 0, MAX_TIMEOUT_MS)
         connect_timeout_ms = check_int(connect_timeout_ms, "connect_timeout_ms", 1, MAX_TIMEOUT_MS)
         self.on_client_disconnect = on_client_disconnect
+        if type(persist_routing_table) is not bool:
+            raise ValueError(f"persist_routing_table: expected true or false, got {persist_routing_table!r}")
         # The broken rule set: a multicast received from a backend is published again
         # (joynr_sim.core.multicast), the echo joynr guards against.
         self.republish_received_multicasts = republish_received_multicasts
@@ -198,6 +130,11 @@ class ClusterController(CcAddresses, Runtime):
             link_registry=link_registry, outbox_path=state_dir / f"{self.runtime_id}.outbox.sqlite",
             connect_timeout_s=connect_timeout_ms / 1000,
         )
+        # joynr's routing-table persistency, off by default as in joynr: with it, a restart
+        # still knows the routes it had learned (a reply's way back to its consumer).
+        self.persistency = RoutingTablePersistency(RouteStore(
+            state_dir / f"{cc_id}.routes.sqlite", on_error=lambda exc: self.log_failure("routes.sqlite", exc),
+        )) if persist_routing_table else None
 
     # The MQTT side, as tests and the scenario runner look at it.
     @property
@@ -259,9 +196,14 @@ class ClusterController(CcAddresses, Runtime):
     def close(self) -> None:
         super().close()
         self.endpoint.close()
+        if self.persistency is not None:
+            self.persistency.store.close()
 
     async def _start_transports(self) -> None:
         self._provision()
+        if self.persistency is not None:  # before a connection can offer or need a route
+            self.persistency.attach(self.table)
+            self.persistency.restore(self.table, self.clock.now_ms())
         if self.websocket:
             self.ws_server = WebSocketServer(
                 on_frame=lambda client, frame: self.receive_frame(frame, "ws", source=client),
@@ -295,6 +237,8 @@ class ClusterController(CcAddresses, Runtime):
         if self.ws_server is not None:
             self.ws_server.abort()
         await self.endpoint.abort()
+        if self.persistency is not None:
+            self.persistency.store.abandon()  # this turn's routes die with the process
 
     def _on_started(self) -> None:
         if self.discovery is not None:

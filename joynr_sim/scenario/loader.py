@@ -287,6 +287,7 @@ def parse_scenario(text: str, path: str | os.PathLike[str] = "<string>") -> Scen
                 route_back_to_parent=bool(rt.get("route_back_to_parent", False)),
                 remove_stale_delay_ms=rt.get("remove_stale_delay_ms") or 0,
                 republish_received_multicasts=bool(rt.get("republish_received_multicasts", False)),
+                persist_routing_table=bool(rt.get("persist_routing_table", False)),
             )
             for rt in data["runtimes"]
         ),

@@ -95,6 +95,9 @@ class RuntimeSpec:
     remove_stale_delay_ms: int = 0
     # A cluster controller without joynr's echo guard: it publishes received multicasts again.
     republish_received_multicasts: bool = False
+    # A cluster controller keeps its learned routes across a restart (joynr's routing-table
+    # persistency, off by default).
+    persist_routing_table: bool = False
 
     @property
     def is_cluster_controller(self) -> bool:

@@ -51,6 +51,7 @@ class ScenarioRunner(SubscriptionSteps):
                     on_client_disconnect=spec.on_client_disconnect,
                     remove_stale_delay_ms=spec.remove_stale_delay_ms,
                     **({"republish_received_multicasts": True} if spec.republish_received_multicasts else {}),
+                    **({"persist_routing_table": True} if spec.persist_routing_table else {}),
                 )
         for spec in self.scenario.runtimes:
             if not spec.is_cluster_controller:
