@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import pytest
+
+from analytics import loss
 from analytics.checks import CHECKS
+from analytics.checks.lost_message import verdicts_of_runs
 from analytics_helpers import RunBuilder, check, entry, keys, wire
+from trace_schema import loss_explanations
 
 CC = [("lib-1", "ws"), ("cc-1", "mqtt"), ("cc-2", "ws"), ("lib-2", "ws")]
 BACK = [("lib-2", "ws"), ("cc-2", "mqtt"), ("cc-1", "ws"), ("lib-1", "ws")]
@@ -214,7 +219,8 @@ def test_lost_message_is_excused_only_while_in_flight(spark, tmp_path):
     ok.msg("cc-1", "msg.out", 175, "o7", "o", hops=2, via="mqtt", gbid="g1", target="g1/cc-2", exp=10_000)
     ok.add("runner", "life.restart", 180, target="broker-g1", target_kind="broker", gbid="g1")
     wire(ok, "o8", [("cc-1", "mqtt"), ("cc-2", "ws")], 185, type_="o", start_hops=2)  # so no later end is owed
-    # in flight when the run ended: cc-2, its receiver, stopped before it expired
+    # in flight when the run ended: its broker stopped before it expired (so did cc-2, its
+    # receiver, never to start again)
     ok.msg("lib-1", "msg.out", 288, "q2", corr="c2", hops=1, via="ws", target="ws://cc-1", exp=10_000)
     ok.msg("cc-1", "msg.in", 289, "q2", corr="c2", hops=1, via="ws", exp=10_000)
     ok.msg("cc-1", "msg.out", 290, "q2", corr="c2", hops=2, via="mqtt", gbid="g1", target="g1/cc-2",
@@ -224,9 +230,9 @@ def test_lost_message_is_excused_only_while_in_flight(spark, tmp_path):
     ok.msg("lib-1", "msg.drop", 101, "q3", corr="c3", hops=1, via="ws", reason="no-connection")
     # a cluster controller's message to its own topic comes back to it
     wire(ok, "o4", [("cc-1", "mqtt"), ("cc-1", "ws")], 110, type_="o", start_hops=2)
-    # sent to cc-3 while it was down (crashed, not back): the crash explains it
+    # sent over WebSocket to cc-3 while it was down (crashed, not back): ws-receiver-down
     ok.add("runner", "life.crash", 150, target="cc-3", target_kind="cluster-controller")
-    ok.msg("cc-1", "msg.out", 160, "o6", "o", hops=2, via="mqtt", gbid="g1", target="g1/cc-3", exp=200)
+    ok.msg("lib-3", "msg.out", 160, "o6", "o", hops=1, via="ws", target="cc-3", exp=200)
     teardown(ok, 300)
     result = check(spark, tmp_path, [late, ok], "lost-message")
     assert keys(result) == {
@@ -235,6 +241,136 @@ def test_lost_message_is_excused_only_while_in_flight(spark, tmp_path):
     }
     gone = next(v for v in result.violations if v.key == "late/vanished-hop/o5/2/cc-1")
     assert gone.details["seen_further_on"] and "seen further on" in gone.summary
+
+
+def _loss_case(name: str, via: str = "mqtt", to: str = "cc-2", at: int = 10, **ends: int | None) -> RunBuilder:
+    """A run whose request ``q`` leaves on one hop at ``at`` and is never seen again: via
+    mqtt from cc-1 to ``to``'s topic, via ws from lib-1 to ``to``. ``ends`` names who ends
+    when (``broker`` for broker-g1), and ``<who>_up`` when it starts again."""
+    b = RunBuilder(name)
+    life_start(b)
+    sender = "cc-1" if via == "mqtt" else "lib-1"
+    target = f"g1/{to}" if via == "mqtt" else to
+    b.msg(sender, "msg.out", at, "q", corr="c", hops=2, via=via, gbid="g1" if via == "mqtt" else None,
+          target=target, exp=1000)
+    for who, ts in ends.items():
+        if who.endswith("_up") or ts is None:
+            continue
+        target_ = "broker-g1" if who == "broker" else who.replace("_", "-")
+        kind = "broker" if who == "broker" else "cluster-controller" if who.startswith("cc") else "libjoynr"
+        extra = {"gbid": "g1"} if who == "broker" else {}
+        b.add("runner", "life.crash", ts, target=target_, target_kind=kind, **extra)
+        up = ends.get(f"{who}_up")
+        if up is not None:
+            b.add("runner", "life.restart", up, target=target_, target_kind=kind, **extra,
+                  **({} if who == "broker" else {"own_topics": [target_]}))
+    return b
+
+
+def _session(b: RunBuilder, present: bool) -> RunBuilder:
+    """cc-2 attached to g1 before its broker ended, and again at 15 (after the send)."""
+    b.add("cc-2", "link.attach", 1, gbid="g1", client_id="cc-2", conn="a", mode="establish", session_present=False)
+    b.add("cc-2", "link.attach", 15, gbid="g1", client_id="cc-2", conn="b", mode="establish",
+          session_present=present)
+    return b
+
+
+CC1_WS = "ws://cc-1:4242/"  # names no runtime: who receives from it is learned
+
+
+def _learned(b: RunBuilder) -> RunBuilder:
+    """What is sent to ``CC1_WS`` reaches cc-1: cc-1 is a receiver of a hop sent there."""
+    b.msg("lib-3", "msg.out", 1, "o", "o", hops=2, via="ws", target=CC1_WS)
+    b.msg("cc-1", "msg.in", 2, "o", "o", hops=2, via="ws")
+    return b
+
+
+def _loss_cases() -> dict[str, tuple[RunBuilder, str, str | None, str | None]]:
+    """run -> (its run, the verdict of its request q, the explanation, the hop reported as
+    vanished: msg/hops/sender)."""
+    answered = RunBuilder("answered")
+    life_start(answered)
+    wire(answered, "r", BACK, wire(answered, "q", CC, 10, corr="c"), type_="rp", corr="c")
+    dropped = RunBuilder("dropped")
+    life_start(dropped)
+    wire(dropped, "q", CC[:2], 10, corr="c", deliver=False)
+    dropped.msg("cc-1", "msg.drop", 20, "q", corr="c", hops=1, reason="no-route")
+    reply_dropped = RunBuilder("reply-dropped")
+    life_start(reply_dropped)
+    t = wire(reply_dropped, "q", CC, 10, corr="c")
+    wire(reply_dropped, "r", BACK[:2], t, type_="rp", corr="c", deliver=False)
+    reply_dropped.msg("cc-2", "msg.drop", 40, "r", "rp", corr="c", hops=1, reason="expired")
+    duplicate = RunBuilder("duplicate-drop")
+    life_start(duplicate)
+    t = wire(duplicate, "q", CC, 10, corr="c")
+    duplicate.msg("lib-2", "msg.drop", t, "q", corr="c", hops=3, reason="duplicate")
+    holder = RunBuilder("holder")
+    life_start(holder)
+    wire(holder, "q", CC, 10, corr="c")
+    holder.add("runner", "life.crash", 30, target="lib-2", target_kind="libjoynr")
+    delivered = RunBuilder("delivered")  # its fate is its reply's, however late a copy comes again
+    life_start(delivered)
+    t = wire(delivered, "q", CC, 10, corr="c")
+    delivered.msg("lib-2", "msg.out", t, "r", "rp", corr="c", hops=1, via="ws", target="ws://cc-2")
+    delivered.msg("cc-2", "msg.in", t + 1, "r", "rp", corr="c", hops=1, via="ws")
+    delivered.msg("cc-2", "msg.out", t + 2, "r", "rp", corr="c", hops=2, via="mqtt", gbid="g1", target="g1/cc-1")
+    delivered.msg("lib-2", "msg.drop", t + 9, "q", corr="c", hops=3, reason="duplicate")
+    delivered.add("runner", "life.crash", t + 10, target="lib-2", target_kind="libjoynr")
+    overtaken = _loss_case("overtaken", cc_2=13)
+    wire(overtaken, "o", [("cc-1", "mqtt"), ("cc-2", "ws")], 11, type_="o", start_hops=2)
+    return {
+        "answered": (answered, "answered", None, None),
+        "dropped": (dropped, "explained", "drop-recorded", None),
+        "reply-dropped": (reply_dropped, "explained", "drop-recorded", None),
+        "duplicate-drop": (duplicate, "unexplained", None, None),
+        "holder": (holder, "explained", "holder-ended", None),
+        "delivered": (delivered, "unexplained", None, "r/2/cc-2"),
+        # WebSocket: either end of the connection
+        "ws-end": (_learned(_loss_case("ws-end", "ws", CC1_WS, cc_1=12)), "explained", "ws-end", None),
+        "ws-sender-end": (_loss_case("ws-sender-end", "ws", CC1_WS, lib_1=12), "explained", "ws-end", None),
+        "ws-down": (_learned(_loss_case("ws-down", "ws", CC1_WS, cc_1=5)), "explained", "ws-receiver-down", None),
+        "ws-back": (_learned(_loss_case("ws-back", "ws", CC1_WS, cc_1=5, cc_1_up=8)),
+                    "unexplained", None, "q/2/lib-1"),
+        "ws-target": (_loss_case("ws-target", "ws", "cc-3", cc_3=12), "explained", "ws-end", None),
+        "ws-unresolved": (_loss_case("ws-unresolved", "ws", CC1_WS, cc_1=12), "unexplained", None, "q/2/lib-1"),
+        # MQTT: the broker, a lost session, a receiver that never came back
+        "broker-ended": (_loss_case("broker-ended", broker=12), "explained", "broker-ended", None),
+        "broker-down": (_loss_case("broker-down", broker=5, broker_up=20), "explained", "broker-down", None),
+        "broker-back": (_loss_case("broker-back", broker=5, broker_up=8), "unexplained", None, "q/2/cc-1"),
+        "session-lost": (_session(_loss_case("session-lost", broker=5, broker_up=6), False),
+                         "explained", "session-lost", None),
+        "session-kept": (_session(_loss_case("session-kept", broker=5, broker_up=6), True),
+                         "unexplained", None, "q/2/cc-1"),
+        "receiver-gone": (_loss_case("receiver-gone", cc_2=12), "explained", "receiver-gone", None),
+        "first-in-order": (_loss_case("first-in-order", cc_2=12, broker=13), "explained", "broker-ended", None),
+        # a receiver that comes back resumes its session; a sender's outbox sends again
+        "receiver-back": (_loss_case("receiver-back", cc_2=12, cc_2_up=14), "unexplained", None, "q/2/cc-1"),
+        "receiver-down": (_loss_case("receiver-down", cc_2=5), "unexplained", None, "q/2/cc-1"),
+        "sender-ended": (_loss_case("sender-ended", cc_1=12), "unexplained", None, "q/2/cc-1"),
+        # no runtime owns the topic: nobody's end but the broker's explains it
+        "unresolved": (_loss_case("unresolved", to="cc-9", cc_2=12), "unexplained", None, "q/2/cc-1"),
+        "overtaken": (overtaken, "unexplained", None, "q/2/cc-1"),
+    }
+
+
+def test_request_verdicts_name_the_first_explanation_of_loss_json(spark, tmp_path):
+    cases = _loss_cases()
+    for b, *_ in cases.values():
+        b.write(tmp_path / "runs")
+    found = verdicts_of_runs(spark, [str(tmp_path / "runs")], tmp_path / "stage")
+    assert found == {(run, "q"): (outcome, why) for run, (_, outcome, why, _) in cases.items()}
+    # the check reports exactly the unexplained requests, and the hops they vanished on
+    result = check(spark, tmp_path / "check", [b for b, *_ in cases.values()], "lost-message")
+    expected = {f"{run}/lost-request/q" for run, (_, outcome, *_) in cases.items() if outcome == "unexplained"}
+    expected |= {f"{run}/vanished-hop/{hop}" for run, (*_, hop) in cases.items() if hop}
+    assert keys(result) == expected
+
+
+def test_the_explanations_are_loss_json_s_in_its_order():
+    assert tuple(loss.EXPLANATIONS) == loss.IDS == loss_explanations()
+    assert set(loss.ENDS) == {"life.crash", "life.stop"} and "duplicate" in loss.UNACCOUNTED_DROPS
+    with pytest.raises(ImportError, match=r"\['drop-recorded'\].*\['drop-recorded', 'new-excuse'\]"):
+        loss.refuse_unless_specified(("drop-recorded",), ("drop-recorded", "new-excuse"))
 
 
 def test_gcd_consistency(spark, tmp_path):

@@ -1,62 +1,69 @@
-"""lost-message: every request is answered or its loss is recorded or explained.
+"""lost-message: every request is answered, or its loss is recorded or explained.
 
 Proves three things (DESIGN: "Never a silent drop: a dropped message or refused entry is a
-trace event"; 000 scenarios: a crashed provider or cluster controller is the only excuse):
+trace event"), by ``trace_schema/loss.json``, the one specification of what explains a
+request without a reply (``analytics.loss`` implements each of its explanations):
 
-- ``lost-request``: a request (type ``rq``, sent with ``msg.out``) has a reply delivered
-  (``msg.deliver`` of type ``rp`` with the same ``corr``) or a ``msg.drop`` of the request
-  or of its reply. A ``duplicate`` drop is of a second copy and accounts for nothing.
+- ``lost-request``: a request (a message with a ``msg.out`` of type ``rq``) is answered (a
+  ``msg.deliver`` of type ``rp`` with its ``corr``) or explained; else it is a violation.
+  ``request_verdicts`` gives every request's verdict (answered, explained with the id of
+  the first explanation in loss.json's order that holds, unexplained): the violations are
+  exactly its unexplained rows.
 - ``duplicate-delivery``: no message is handed to an application twice (two
   ``msg.deliver`` with the same ``msg`` and ``rt``).
-- ``vanished-hop``: every ``msg.out`` via ``mqtt`` or ``ws`` reaches the next hop: a
-  ``msg.in`` or a recorded drop of the same ``msg`` and ``hops``, at the receiver or the
-  sender (a send the transport refused). A multicast published to a backend is not a hop:
-  its topic may have no subscriber.
+- ``vanished-hop``: every ``msg.out`` via a network via (loss.json ``network_vias``) that
+  is not a re-send reaches the next hop: a ``msg.in`` or an accounting drop of the same
+  ``msg`` and ``hops``, at the receiver or the sender (a send the transport refused).
+  Else the hop explanations of its via must explain it. A multicast published to a backend
+  is not a hop: its topic may have no subscriber. A hop of a message that was seen again
+  further on (a higher hop count) did arrive: its missing receipt is never explained.
 
-What excuses a loss (``messages.excused``): a crash or stop that came while the message
-could still have been delivered — at or after it was last seen, not after its expiry
-(``exp``), and before a later message the same sender sent the same way arrived (links
-keep order: once a later message got through, this one was no longer in flight). The
-stops that end every run are no different: they explain only messages still in flight.
-Whose end counts: for a message last seen inside a runtime, that runtime; for a hop, the
-sender, the broker of its GBID, and the receiver — the runtime whose ``own_topics`` hold
-the MQTT target's topic, or that received other messages sent to that target, or, when
-the target resolves to no runtime, any runtime. A hop of a message that was seen again
-further on (a higher hop count) did arrive: its missing receipt is never excused.
+Where an unanswered request was last seen decides what may explain it (after
+``drop-recorded``, a drop of it or of its reply, which explains any): inside a runtime,
+``holder-ended`` (that runtime ended at or after it was last seen, not after its expiry);
+on a hop via ws, ``ws-end`` (its sender or a receiver ended while it was in flight) or
+``ws-receiver-down`` (one of them was down when it was sent); on a hop via mqtt,
+``broker-ended`` and ``broker-down`` (the broker of its GBID, likewise), ``session-lost``
+(that broker lost the receiver's session and the hop came before the receiver attached
+again) and ``receiver-gone`` (a receiver ended while it was in flight and never started
+again). A crash of an MQTT hop's sender, or of a receiver that came back, explains
+nothing: the sender's outbox sends again what its broker never acknowledged, and the
+broker owes the receiver's persistent session the message. A hop's receivers are the
+runtimes that own its MQTT topic, the runtime a ws target names (when one of that id
+started), and whoever first received another hop sent to the same target; a hop that
+resolves to no runtime has none: only its broker (via ws, its sender) can explain it.
 
-One more end explains a hop via MQTT (``messages.lost_session``): a crash or stop of its
-GBID's broker that lost the receiver's session. The receiver's first ``link.attach`` after
-it says ``session_present: false`` and marks when its subscription was back; a hop sent
-from the end until then reached a broker with nobody subscribed to its topic (amqtt keeps
-no session across a crash, and a sender that reconnects first flushes what it held). A hop
-sent after that attach, or to a receiver whose broker kept the session, is still lost.
-
-Phase 1 is narrow aggregates per message and per hop (``messages``); phase 2 joins only
-the candidates (hashed as the small side of each join) to build the details.
+Phase 1 is narrow aggregates per message and per hop (``messages``), and the ends and
+attaches (few life and link events); phase 2 joins only the candidates (hashed as the
+small side of each join) to judge them and build the details.
 """
 
 from __future__ import annotations
 
-from pyspark.sql import Column, DataFrame
+import tempfile
+from pathlib import Path
+
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from .base import Check, CheckContext, CheckOutput, key, violations
-from .messages import (
-    MSG_EVENTS,
-    NETWORK,
+from ..loss import (
+    ENDS,
+    EXCHANGE,
+    HOP,
+    STARTS,
+    Evidence,
     ends,
-    excused,
-    is_,
-    lost_session,
-    message_events,
-    per_hop,
-    per_message,
-    per_runtime,
+    first_explanations,
+    on_the_way,
     resubscriptions,
+    why_name,
 )
+from .base import Check, CheckContext, CheckOutput, key, violations
+from .messages import MSG_EVENTS, is_, message_events, per_hop, per_message, per_runtime
 
-_HOP = ["run", "msg", "hops", "rt"]
 MULTICAST = "m"
+_SEND = [*HOP, "seq", "sent_ts", "target", "via", "gbid", "exp"]  # a hop: its latest send
+ANSWERED, EXPLAINED, UNEXPLAINED = "answered", "explained", "unexplained"
 
 
 def _topic(target: str | Column) -> Column:
@@ -74,142 +81,203 @@ def _lost_hops(ctx: CheckContext) -> DataFrame:
         .join(msgs, ["run", "msg"]).filter(~fan_out)
         .select(
             "run", "msg", "hops", F.col("out.rt").alias("rt"), F.col("out.seq").alias("seq"),
-            F.col("out.ts").alias("ts"), F.col("out.target").alias("target"),
+            F.col("out.ts").alias("sent_ts"), F.col("out.target").alias("target"),
             F.col("out.via").alias("via"), F.col("out.gbid").alias("gbid"), "exp", "to",
             (F.col("max_hops") > F.col("hops")).alias("went_on"),
         )
     )
 
 
-def _topics(ctx: CheckContext) -> DataFrame:
-    """The MQTT topics each runtime owns, by its life events: few rows."""
-    return (
-        ctx.of("life.start", "life.restart").filter(F.col("own_topics").isNotNull())
-        .select("run", F.col("target").alias("who"), F.explode("own_topics").alias("topic"))
-        .distinct()
-    )
-
-
-def _arrived(ctx: CheckContext) -> DataFrame:
-    return per_hop(ctx).filter(F.col("arrived") == 1).select(
-        "run", F.col("out.rt").alias("rt"), F.col("out.target").alias("target"),
-        F.col("out.seq").alias("later_seq"), "arrived_ts", "receiver",
-    )
-
-
-def _receivers(ctx: CheckContext, lost: DataFrame, topics: DataFrame) -> DataFrame:
-    """The runtimes each lost hop went to: the owner of its MQTT topic, or whoever received
-    other messages sent to its target. A hop that resolves to none has no row."""
-    learned = (
-        _arrived(ctx).join(ctx.small(lost.select("run", "target").distinct()), ["run", "target"])
-        .select("run", "target", F.col("receiver").alias("who")).distinct()
-    )
-    return (
-        lost.filter(F.col("via") == "mqtt").withColumn("topic", _topic("target"))
-        .join(ctx.small(topics), ["run", "topic"]).select(*_HOP, "who")
-        .unionByName(lost.join(learned, ["run", "target"]).select(*_HOP, "who"))
-        .distinct()
-    )
-
-
-def _hop_suspects(ctx: CheckContext, lost: DataFrame, receivers: DataFrame) -> DataFrame:
-    """Who may have taken each lost hop down, with the time window of its flight."""
-    # Overtaken: a later send of the same sender to the same target arrived.
-    until = (
-        ctx.small(lost.select(*_HOP, "target", "seq"))
-        .join(_arrived(ctx), ["run", "rt", "target"])
-        .filter(F.col("later_seq") > F.col("seq"))
-        .groupBy(*_HOP).agg(F.min("arrived_ts").alias("until"))
-    )
-    unresolved = lost.join(receivers, _HOP, "left_anti").select(*_HOP, F.lit(None).cast("string").alias("who"))
-    nobody = F.lit(None).cast("string")
-    suspects = (
-        lost.select(*_HOP, F.col("rt").alias("who"), nobody.alias("who_gbid"))
-        .unionByName(lost.filter(F.col("gbid").isNotNull()).select(*_HOP, nobody.alias("who"),
-                                                                   F.col("gbid").alias("who_gbid")))
-        .unionByName(receivers.withColumn("who_gbid", nobody))
-        .unionByName(unresolved.withColumn("who_gbid", nobody))
-    )
-    return (
-        suspects.join(lost.select(*_HOP, F.col("ts").alias("from_ts"), "exp"), _HOP)
-        .join(until, _HOP, "left")
-    )
-
-
-def _unsubscribed(lost: DataFrame, receivers: DataFrame) -> DataFrame:
-    """Each lost hop via MQTT with its receiver, its GBID and when it was sent: what a
-    broker that lost the receiver's session may explain (``messages.lost_session``)."""
-    return receivers.join(
-        lost.filter((F.col("via") == "mqtt") & F.col("gbid").isNotNull())
-        .select(*_HOP, F.col("gbid").alias("who_gbid"), F.col("ts").alias("from_ts")),
-        _HOP,
-    )
-
-
-def _vanished(lost: DataFrame, hop_excused: DataFrame) -> DataFrame:
-    unexplained = lost.join(hop_excused, _HOP, "left_anti")
-    return violations(
-        unexplained,
-        run=F.col("run"),
-        key=key("run", F.lit("vanished-hop"), "msg", F.col("hops").cast("string"), "rt"),
-        kind=F.lit("vanished-hop"),
-        summary=F.concat(
-            F.lit("message "), F.col("msg"), F.lit(" sent by "), F.col("rt"), F.lit(" via "),
-            F.col("via"), F.lit(" to "), F.coalesce(F.col("target"), F.lit("?")),
-            F.lit(" (hops "), F.col("hops").cast("string"), F.lit(") never arrived; "),
-            F.when(F.col("went_on"), F.lit("yet it was seen further on"))
-            .otherwise(F.lit("no crash or stop while it was in flight explains it")),
-        ),
-        details=F.to_json(F.struct("msg", "hops", "rt", "via", "gbid", "target", "to", "ts", "exp",
-                                   F.col("went_on").alias("seen_further_on"))),
-        refs=F.array(F.struct("rt", "seq")),
-    )
-
-
-def _request_candidates(ctx: CheckContext) -> DataFrame:
-    """Requests with neither a reply delivered nor a drop of it or of its reply, with
-    where they (or their reply, if later) were last seen."""
+def _requests(ctx: CheckContext) -> DataFrame:
+    """Every request with whether it was answered, whether it or a reply with its corr was
+    dropped (an accounting drop), and where the exchange was last seen (``last``; a
+    reply's last event when that is at or after the request's, or whenever the request
+    was delivered) with that message's expiry (``last_exp``)."""
     pm = per_message(ctx)
-    order = F.struct("last.ts", "last.hops", "last.seq")
+    order = F.struct("last.ts", F.coalesce(F.col("last.hops"), F.lit(0)), "last.seq")
     replies = (
         pm.filter((F.col("type") == "rp") & F.col("corr").isNotNull())
         .groupBy("run", "corr")
         .agg(
             F.max("delivered").alias("replied"),
             F.max("dropped").alias("reply_dropped"),
-            F.max_by("last", order).alias("reply_last"),
+            F.max_by(F.struct("last", "exp"), order).alias("reply"),
         )
+    )
+    # once the request was delivered its fate is its reply's: a copy that came again later
+    # (dropped as a duplicate) says nothing of it
+    later = F.col("reply").isNotNull() & (
+        (F.col("reply.last.ts") >= F.col("last.ts")) | (F.col("delivered") == 1))
+    return (
+        pm.filter(F.col("sent_rq") == 1)
+        .join(replies, ["run", "corr"], "left")
+        .select(
+            "run", "msg", "corr", "to",
+            (F.coalesce(F.col("replied"), F.lit(0)) == 1).alias("answered"),
+            F.greatest(F.col("dropped"), F.coalesce(F.col("reply_dropped"), F.lit(0))).alias("dropped"),
+            F.when(later, F.col("reply.last")).otherwise(F.col("last")).alias("last"),
+            F.when(later, F.col("reply.exp")).otherwise(F.col("exp")).alias("last_exp"),
+        )
+    )
+
+
+def _topics(ctx: CheckContext) -> DataFrame:
+    """The MQTT topics each runtime owns, by its starts: few rows."""
+    return (
+        ctx.of(*STARTS).filter(F.col("own_topics").isNotNull())
+        .select("run", F.col("target").alias("who"), F.explode("own_topics").alias("topic"))
+        .distinct()
+    )
+
+
+def _started(ctx: CheckContext) -> DataFrame:
+    """Every runtime or broker that ever started: few rows."""
+    return ctx.of(*STARTS).select("run", F.col("target").alias("who")).distinct()
+
+
+def _delivered_twice(ctx: CheckContext) -> DataFrame:
+    # A multicast is delivered once to each of a runtime's receivers: the multicast check
+    # judges it per subscription (duplicate-publication).
+    multicasts = per_message(ctx).filter(F.col("type") == MULTICAST).select("run", "msg")
+    return (per_runtime(ctx).filter(F.col("deliveries") >= 2).select("run", "msg", "rt", "deliveries")
+            .join(multicasts, ["run", "msg"], "left_anti"))
+
+
+def _unanswered(ctx: CheckContext) -> DataFrame:
+    """The requests never answered; each last seen on the way with its ``hop`` there: the
+    latest send of that message and hop count (``per_hop``), whether or not it arrived."""
+    requests = _requests(ctx).filter(~F.col("answered")).drop("answered")
+    sends = per_hop(ctx).select(F.col("run").alias("hop_run"), F.col("msg").alias("hop_msg"),
+                                F.col("hops").alias("hop_hops"), F.col("out").alias("hop"))
+    on_hop = ((F.col("run") == F.col("hop_run")) & (F.col("last.msg") == F.col("hop_msg"))
+              & (F.col("last.hops") == F.col("hop_hops")) & on_the_way())
+    return requests.join(sends, on_hop, "left").drop("hop_run", "hop_msg", "hop_hops")
+
+
+def _learned(ctx: CheckContext) -> DataFrame:
+    """Per target, every runtime that first received a hop sent to it: few rows."""
+    return per_hop(ctx).filter(F.col("receiver").isNotNull()).select(
+        "run", F.col("out.target").alias("target"), F.col("receiver").alias("who")).distinct()
+
+
+def find(ctx: CheckContext) -> dict:
+    """Phase 1: the hops that never arrived, the requests never answered (with the hop
+    each was last seen on), the messages delivered twice (narrow aggregates of the shared
+    message frames), who received what was sent to each target, and the ends, own topics,
+    starts and attaches that may explain a loss (few life and link events)."""
+    return {
+        "lost": _lost_hops(ctx),
+        "requests": _unanswered(ctx),
+        "twice": _delivered_twice(ctx),
+        "learned": _learned(ctx),
+        "ends": ends(ctx),
+        "topics": _topics(ctx),
+        "started": _started(ctx),
+        "resubscribed": resubscriptions(ctx),
+    }
+
+
+# -- phase 2: the hops to judge -------------------------------------------------------
+def _request_hops(requests: DataFrame) -> DataFrame:
+    """The hop each request last seen on the way was on."""
+    return requests.filter(F.col("hop").isNotNull()).select(
+        "run", F.col("last.msg").alias("msg"), F.col("last.hops").alias("hops"), F.col("hop.rt").alias("rt"),
+        F.col("hop.seq").alias("seq"), F.col("hop.ts").alias("sent_ts"), F.col("hop.target").alias("target"),
+        F.col("hop.via").alias("via"), F.col("hop.gbid").alias("gbid"), F.col("last_exp").alias("exp"),
+    )
+
+
+def _receivers(hops: DataFrame, found: dict[str, DataFrame]) -> DataFrame:
+    """The runtimes each hop went to: for via mqtt the owners of its target's topic, for
+    via ws the runtime the target names when one of that id started (a WebSocketClient
+    address names its libjoynr runtime), for any via whoever first received another hop
+    sent to its target. A hop that resolves to none has no row. Local frames only."""
+    return (
+        hops.filter(F.col("via") == "mqtt").withColumn("topic", _topic("target"))
+        .join(found["topics"], ["run", "topic"]).select(*HOP, "who")
+        .unionByName(hops.filter(F.col("via") == "ws").withColumn("who", F.col("target"))
+                     .join(found["started"], ["run", "who"]).select(*HOP, "who"))
+        .unionByName(hops.join(found["learned"], ["run", "target"]).select(*HOP, "who"))
+        .distinct()
+    )
+
+
+def _until(ctx: CheckContext, hops: DataFrame) -> DataFrame:
+    """Per hop, the first arrival of a later send of its sender to its target: from then on
+    the link kept order, so the hop was no longer in flight."""
+    arrived = per_hop(ctx).filter(F.col("arrived_ts").isNotNull()).select(
+        "run", F.col("out.rt").alias("rt"), F.col("out.target").alias("target"),
+        F.col("out.seq").alias("later_seq"), "arrived_ts",
     )
     return (
-        pm.filter((F.col("type") == "rq") & (F.col("sent_rq") == 1) & (F.col("dropped") == 0))
-        .join(replies, ["run", "corr"], "left")
-        .filter((F.coalesce("replied", F.lit(0)) == 0) & (F.coalesce("reply_dropped", F.lit(0)) == 0))
-        .withColumn(
-            "last",
-            F.when(F.col("reply_last.ts") >= F.col("last.ts"), F.col("reply_last")).otherwise(F.col("last")),
-        )
-        .select("run", "msg", "corr", "to", "last")
+        ctx.small(hops.select(*HOP, "target", "seq"))
+        .join(arrived, ["run", "rt", "target"])
+        .filter(F.col("later_seq") > F.col("seq"))
+        .groupBy(*HOP).agg(F.min("arrived_ts").alias("until"))
     )
 
 
-def _lost_requests(ctx: CheckContext, lost: DataFrame, hop_excused: DataFrame, ends_: DataFrame) -> DataFrame:
-    in_transit = (F.col("last.ev") == "msg.out") & F.col("last.via").isin(*NETWORK)
-    # Last seen inside a runtime: only that runtime's end explains it.
-    inside = lost.filter(~in_transit).select(
-        "run", "msg", F.col("last.rt").alias("who"), F.lit(None).cast("string").alias("who_gbid"),
-        F.col("last.ts").alias("from_ts"), F.col("last.exp").alias("exp"),
-        F.lit(None).cast("long").alias("until"),
+def _judge(ctx: CheckContext) -> tuple[DataFrame, DataFrame]:
+    """The unanswered requests and the lost hops with ``why``: the index of the first
+    explanation that holds (``analytics.loss.IDS``), null when none does."""
+    found = ctx.candidates(CHECK)
+    requests, lost = found["requests"], found["lost"]
+    hops = lost.filter(~F.col("went_on")).select(*_SEND).unionByName(_request_hops(requests)).distinct()
+    evidence = Evidence(
+        exchanges=requests,
+        hops=hops.join(_until(ctx, hops), HOP, "left"),
+        receivers=_receivers(hops, found),
+        ends=found["ends"],
+        resubscriptions=found["resubscribed"],
     )
-    # Last seen on the way to another runtime: explained as that hop is.
-    on_the_way = lost.filter(in_transit).select(
-        "run", "msg", F.col("last.msg").alias("hop_msg"), F.col("last.hops").alias("hops"),
-        F.col("last.rt").alias("rt"),
-    ).join(
-        hop_excused.withColumnRenamed("msg", "hop_msg"), ["run", "hop_msg", "hops", "rt"], "left_semi"
-    ).select("run", "msg")
-    explained = excused(inside, ["run", "msg"], ends_).unionByName(on_the_way)
-    unexplained = lost.join(explained, ["run", "msg"], "left_anti")
-    # Phase 2: the trail of each unexplained request, its exchange's events.
+    exchange_why, hop_why = first_explanations(evidence)
+    return (requests.join(exchange_why, EXCHANGE, "left"),
+            lost.join(hop_why, HOP, "left").withColumn("why", F.when(~F.col("went_on"), F.col("why"))))
+
+
+def request_verdicts(ctx: CheckContext) -> DataFrame:
+    """Every request's verdict: run, msg, outcome (answered, explained, unexplained) and
+    why (the id of the first explanation of loss.json that holds, else null). The
+    ``lost-request`` violations are exactly the unexplained rows."""
+    judged, _ = _judge(ctx)
+    answered = _requests(ctx).filter(F.col("answered")).select(
+        *EXCHANGE, F.lit(ANSWERED).alias("outcome"), F.lit(None).cast("string").alias("why"))
+    return answered.unionByName(judged.select(
+        *EXCHANGE,
+        F.when(F.col("why").isNull(), F.lit(UNEXPLAINED)).otherwise(F.lit(EXPLAINED)).alias("outcome"),
+        why_name("why").alias("why"),
+    ))
+
+
+def verdicts_of_runs(spark: SparkSession, run_dirs: list[str], stage_dir: Path | str) -> dict:
+    """``{(run id, msg): (outcome, why)}`` for every request of the runs in ``run_dirs``,
+    as ``request_verdicts`` judges them; ``stage_dir`` (made if missing) holds the staged
+    events while they are read."""
+    from ..frames import rows_frame
+    from ..inputs import find_runs
+    from ..load import load
+    from ..session import partition_for, tune
+
+    stage = Path(stage_dir)
+    stage.mkdir(parents=True, exist_ok=True)
+    runs = find_runs(run_dirs)
+    tune(spark)
+    loaded = load(spark, runs, Path(tempfile.mkdtemp(dir=stage)))
+    partition_for(spark, loaded.stats.events)
+    policies = rows_frame(spark, [], "run_dir string, declared string, judged string")  # no check here reads them
+    ctx = CheckContext(spark, loaded.events, policies, ev_counts=loaded.ev_counts,
+                       declared={str(r.dir): r.policy for r in runs})
+    try:
+        rows = request_verdicts(ctx).collect()
+    finally:
+        ctx.release()
+    return {(r["run"], r["msg"]): (r["outcome"], r["why"]) for r in rows}
+
+
+# -- phase 2: the violations ----------------------------------------------------------
+def _lost_requests(ctx: CheckContext, judged: DataFrame) -> DataFrame:
+    unexplained = judged.filter(F.col("why").isNull())
+    # The trail of each unexplained request: its exchange's events.
     exchange = F.coalesce(F.col("corr"), F.concat(F.lit("msg:"), F.col("msg")))
     trail = (
         message_events(ctx).filter(F.col("type").isin("rq", "rp"))
@@ -226,7 +294,8 @@ def _lost_requests(ctx: CheckContext, lost: DataFrame, hop_excused: DataFrame, e
         summary=F.concat(
             F.lit("request "), F.col("msg"), F.lit(" (corr "), F.coalesce(F.col("corr"), F.lit("?")),
             F.lit(") to "), F.coalesce(F.col("to"), F.lit("?")),
-            F.lit(": no reply, no drop; last seen "), F.col("last.ev"), F.lit(" at "), F.col("last.rt"),
+            F.lit(": no reply, no drop, nothing in loss.json explains it; last seen "), F.col("last.ev"),
+            F.lit(" at "), F.col("last.rt"),
         ),
         details=F.to_json(F.struct("msg", "corr", "to", "last")),
         refs=F.coalesce(F.col("trail"), F.array(F.struct(F.col("last.rt").alias("rt"),
@@ -234,12 +303,25 @@ def _lost_requests(ctx: CheckContext, lost: DataFrame, hop_excused: DataFrame, e
     )
 
 
-def _delivered_twice(ctx: CheckContext) -> DataFrame:
-    # A multicast is delivered once to each of a runtime's receivers: the multicast check
-    # judges it per subscription (duplicate-publication).
-    multicasts = per_message(ctx).filter(F.col("type") == MULTICAST).select("run", "msg")
-    return (per_runtime(ctx).filter(F.col("deliveries") >= 2).select("run", "msg", "rt", "deliveries")
-            .join(multicasts, ["run", "msg"], "left_anti"))
+def _vanished(lost: DataFrame) -> DataFrame:
+    unexplained = lost.filter(F.col("why").isNull())
+    return violations(
+        unexplained,
+        run=F.col("run"),
+        key=key("run", F.lit("vanished-hop"), "msg", F.col("hops").cast("string"), "rt"),
+        kind=F.lit("vanished-hop"),
+        summary=F.concat(
+            F.lit("message "), F.col("msg"), F.lit(" sent by "), F.col("rt"), F.lit(" via "),
+            F.col("via"), F.lit(" to "), F.coalesce(F.col("target"), F.lit("?")),
+            F.lit(" (hops "), F.col("hops").cast("string"), F.lit(") never arrived; "),
+            F.when(F.col("went_on"), F.lit("yet it was seen further on"))
+            .otherwise(F.lit("no explanation of loss.json for a hop via it holds")),
+        ),
+        details=F.to_json(F.struct("msg", "hops", "rt", "via", "gbid", "target", "to",
+                                   F.col("sent_ts").alias("ts"), "exp",
+                                   F.col("went_on").alias("seen_further_on"))),
+        refs=F.array(F.struct("rt", "seq")),
+    )
 
 
 def _duplicates(ctx: CheckContext, twice: DataFrame) -> DataFrame:
@@ -263,32 +345,12 @@ def _duplicates(ctx: CheckContext, twice: DataFrame) -> DataFrame:
     )
 
 
-def find(ctx: CheckContext) -> dict:
-    """Phase 1: the hops that never arrived, the requests never answered nor dropped, the
-    messages delivered twice (narrow aggregates of the shared message frames), and the
-    ends and own topics that may explain a loss (few life events)."""
-    return {
-        "lost": _lost_hops(ctx),
-        "requests": _request_candidates(ctx),
-        "twice": _delivered_twice(ctx),
-        "ends": ends(ctx),
-        "topics": _topics(ctx),
-        "resubscribed": resubscriptions(ctx),
-    }
-
-
 def compute(ctx: CheckContext) -> CheckOutput:
-    found = ctx.candidates(CHECK)
-    ends_ = ctx.small(found["ends"])
-    lost = found["lost"]
-    candidates = lost.filter(~F.col("went_on"))
-    receivers = _receivers(ctx, candidates, found["topics"])
-    hop_excused = excused(_hop_suspects(ctx, candidates, receivers), _HOP, ends_).unionByName(
-        lost_session(_unsubscribed(candidates, receivers), _HOP, ctx.small(found["resubscribed"])))
+    judged, lost = _judge(ctx)
     out = (
-        _lost_requests(ctx, found["requests"], hop_excused, ends_)
-        .unionByName(_duplicates(ctx, found["twice"]))
-        .unionByName(_vanished(lost, hop_excused))
+        _lost_requests(ctx, judged)
+        .unionByName(_duplicates(ctx, ctx.candidates(CHECK)["twice"]))
+        .unionByName(_vanished(lost))
     )
     return CheckOutput(out)
 
@@ -296,14 +358,14 @@ def compute(ctx: CheckContext) -> CheckOutput:
 CHECK = Check(
     name="lost-message",
     description=(
-        "Every request gets a reply delivered or a recorded drop (a duplicate drop accounts "
-        "for nothing), unless a crash/stop explains it while it was still in flight (before "
-        "its expiry, before a later message on the same way arrived), or a broker that lost "
-        "the receiver's session got it before the receiver had subscribed again; no message is "
-        "delivered twice; no mqtt/ws hop vanishes without such an end to explain it."
+        "Every request gets a reply delivered, or what trace_schema/loss.json names explains its "
+        "loss: a recorded drop (a duplicate drop accounts for nothing), an end of the runtime "
+        "that held it, of a WebSocket hop's ends, or of an MQTT hop's broker while it was in "
+        "flight, a broker that lost the receiver's session, a receiver that never came back; no "
+        "message is delivered twice; no mqtt/ws hop vanishes without such an explanation."
     ),
-    seeds="DESIGN ('Never a silent drop'); 000 restart/crash scenarios",
-    events=(*MSG_EVENTS, "life.crash", "life.stop", "life.start", "life.restart", "link.attach"),
+    seeds="DESIGN ('Never a silent drop'); trace_schema/loss.json; 000 restart/crash scenarios",
+    events=(*MSG_EVENTS, *ENDS, *STARTS, "link.attach"),
     compute=compute,
     find=find,
 )

@@ -8,8 +8,9 @@ The events and the aggregates are cached for the check run (``CheckContext.share
 each is computed once however many checks and branches read it. Their second phase
 joins only the few candidates they found back to the events to build details.
 
-Also here: the ends (crashes and graceful stops) that may explain a loss, and the rules
-that decide whether one does (see ``excused`` and ``lost_session``).
+What a loss is and what explains one is ``trace_schema/loss.json``: the network vias, the
+drops that account for nothing and the causal order of a message's events come from it
+(``analytics.loss``, which also holds the explanations).
 """
 
 from __future__ import annotations
@@ -17,13 +18,12 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from ..loss import NETWORK, accounting_drop, rank
 from .base import CheckContext
 
 MSG_EVENTS = ("msg.out", "msg.in", "msg.deliver", "msg.queue", "msg.drop")
-NETWORK = ("mqtt", "ws")  # the vias of a hop to another runtime; inprocess stays inside one
 _COLUMNS = ("run", "msg", "rt", "seq", "ts", "ev", "type", "hops", "via", "gbid", "target", "corr",
             "exp", "reason", "resent", "to")
-NEVER = 2**62  # "no bound" for a time comparison
 
 
 def message_events(ctx: CheckContext) -> DataFrame:
@@ -50,17 +50,11 @@ def decision() -> Column:
     return is_("msg.out") & (F.coalesce(F.col("resent"), F.lit("false")) != "true")
 
 
-def accounting_drop() -> Column:
-    """A drop that records a message's end. A ``duplicate`` drop is of a second copy: the
-    first copy's fate is still owed, so it accounts for nothing."""
-    return is_("msg.drop") & (F.coalesce(F.col("reason"), F.lit("")) != "duplicate")
-
-
 def order() -> Column:
-    """Causal order of a message's events: time, then hop count, then within one hop count
-    a queueing, the send, a delivery or drop at the sender, and last the receipt."""
-    rank = (F.when(is_("msg.queue"), 0).when(is_("msg.out"), 1).when(is_("msg.in"), 3).otherwise(2))
-    return F.struct(F.col("ts"), F.coalesce(F.col("hops"), F.lit(0)), rank, F.col("seq"))
+    """Causal order of a message's events (loss.json ``order``): time, then hop count (null
+    as 0), then within one hop count a queueing, the send, a delivery or drop at the
+    sender, and last the receipt, then sequence number."""
+    return F.struct(F.col("ts"), F.coalesce(F.col("hops"), F.lit(0)), rank(), F.col("seq"))
 
 
 def where_seen() -> Column:
@@ -118,108 +112,3 @@ def per_runtime(ctx: CheckContext) -> DataFrame:
         F.max(F.when(received, F.col("hops"))).alias("max_in_hops"),
         F.max(flag(is_("msg.drop") & (F.col("reason") == "hop-limit"))).alias("hop_limit"),
     ))
-
-
-def ends(ctx: CheckContext) -> DataFrame:
-    """Crashes and graceful stops of runtimes and brokers, including the stops that end
-    every run: what may explain a loss; each with ``up_ts``, when the same runtime or
-    broker started again (null: never). Few rows: the small side wherever joined."""
-    down = ctx.of("life.crash", "life.stop").select(
-        "run", F.col("target").alias("end_who"), F.col("target_kind").alias("end_kind"),
-        F.col("gbid").alias("end_gbid"), F.col("ts").alias("end_ts"), F.col("ev").alias("end_ev"),
-        F.col("rt").alias("end_rt"), F.col("seq").alias("end_seq"),
-    )
-    up = ctx.of("life.start", "life.restart").select(
-        "run", F.col("target").alias("end_who"), F.col("ts").alias("up_ts"))
-    return ctx.small(
-        down.join(up, ["run", "end_who"], "left")
-        .groupBy(*down.columns)
-        .agg(F.min(F.when(F.col("up_ts") >= F.col("end_ts"), F.col("up_ts"))).alias("up_ts"))
-    )
-
-
-def excused(suspects: DataFrame, keys: list[str], ends_: DataFrame) -> DataFrame:
-    """The keys of ``suspects`` that an end explains.
-
-    ``suspects`` holds, per lost message or hop, the runtimes or brokers that may have
-    taken it down (``who``; a broker also by ``who_gbid``; both null: any runtime, when the
-    receiver of a hop is unknown) with ``from_ts`` (when it was last seen), ``exp`` (its
-    expiry) and ``until`` (when a later message on the same way got through, else null).
-    An end explains the loss only if it came while the message could still have been
-    delivered: at or after it was last seen, not after its expiry, and before a later
-    message on the same way arrived (then this one was no longer in flight). The stops
-    that end every run are ends like any other: they explain only what was in flight. A
-    runtime named as ``who`` that was down when the message was last seen (ended before,
-    not started again yet) explains it too: it went to a receiver that was not there. So
-    does the broker of a hop's GBID that was down when the hop was sent: the sender's
-    client holds the publish until the broker is back, and the broker that comes back has
-    lost its sessions and subscriptions (amqtt keeps none), so the publish can find no
-    subscriber yet.
-    """
-    anyone = F.col("who").isNull() & F.col("who_gbid").isNull()
-    match = (
-        (F.col("who") == F.col("end_who"))
-        | ((F.col("end_kind") == "broker") & (F.col("end_gbid") == F.col("who_gbid")))
-        | (anyone & (F.coalesce(F.col("end_kind"), F.lit("")) != "broker"))
-    )
-    in_time = (
-        (F.col("end_ts") >= F.col("from_ts"))
-        & (F.col("end_ts") <= F.coalesce(F.col("exp"), F.lit(NEVER)))
-        & (F.col("end_ts") < F.coalesce(F.col("until"), F.lit(NEVER)))
-    )
-    named = (F.col("who").isNotNull() & (F.col("who") == F.col("end_who"))) | (
-        (F.col("end_kind") == "broker") & (F.col("end_gbid") == F.col("who_gbid")))
-    down_then = (
-        named
-        & (F.col("end_ts") < F.col("from_ts"))
-        & (F.col("from_ts") < F.coalesce(F.col("up_ts"), F.lit(NEVER)))
-    )
-    return suspects.join(ends_, "run").filter((match & in_time) | down_then).select(*keys).distinct()
-
-
-def resubscriptions(ctx: CheckContext) -> DataFrame:
-    """Per broker end and runtime that had attached to that broker before it: the runtime's
-    first ``link.attach`` on the broker's GBID at or after the end (``sub_ts``: its
-    subscription is in place again) and whether the broker still held its session
-    (``session_present``). Few rows: broker ends times the runtimes attached to them."""
-    broker_ends = ctx.of("life.crash", "life.stop").filter(F.col("target_kind") == "broker").select(
-        "run", F.col("gbid").alias("who_gbid"), F.col("ts").alias("end_ts"))
-    attaches = ctx.of("link.attach").filter(F.col("session_present").isNotNull()).select(
-        "run", F.col("rt").alias("who"), F.col("gbid").alias("who_gbid"), F.col("ts").alias("sub_ts"),
-        "session_present")
-    after = F.col("sub_ts") >= F.col("end_ts")
-    return (
-        attaches.join(ctx.small(broker_ends), ["run", "who_gbid"])
-        .groupBy("run", "who_gbid", "end_ts", "who")
-        .agg(
-            F.max(flag(~after)).alias("had_session"),
-            F.min(F.when(after, F.struct("sub_ts", "session_present"))).alias("first"),
-        )
-        .filter((F.col("had_session") == 1) & F.col("first").isNotNull())
-        .select("run", "who_gbid", "end_ts", "who", "first.sub_ts", "first.session_present")
-    )
-
-
-def lost_session(hops: DataFrame, keys: list[str], resubs: DataFrame) -> DataFrame:
-    """The keys of ``hops`` that a broker which lost the receiver's session explains.
-
-    ``hops`` holds, per lost hop via MQTT, its receiver (``who``: a runtime resolved from
-    the hop's target), the GBID it went by (``who_gbid``) and when it was sent
-    (``from_ts``). A crash or stop of that GBID's broker after which the receiver's first
-    attach said ``session_present: false`` had lost the receiver's session and its
-    subscription: a publish that reached the broker before the receiver subscribed again
-    found nobody to take it (the broker keeps nothing for an unknown subscriber). So a hop
-    sent at or after that end and before that attach is explained. A hop sent after the
-    attach is not (the subscription was back), nor one to a receiver whose broker kept the
-    session (``session_present: true``: the broker queued it), nor one to a runtime that
-    had never attached to that broker before the end (no session to lose).
-    """
-    return (
-        hops.join(resubs, ["run", "who", "who_gbid"])
-        .filter(
-            ~F.col("session_present")
-            & (F.col("from_ts") >= F.col("end_ts"))
-            & (F.col("from_ts") < F.col("sub_ts"))
-        )
-        .select(*keys).distinct()
-    )

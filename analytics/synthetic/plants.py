@@ -154,7 +154,8 @@ class Plants:
         self.attach_all(2, "establish")
 
     def plant_crash(self, j: int) -> None:
-        """Look-alikes only: losses a crash of cc-3 explains."""
+        """A crash of cc-3, which comes back: it explains the request cc-3 held, not the
+        hop via MQTT that was on its way to it (its broker owes it to cc-3's session)."""
         w = self.w
         m, c = f"crash{j}", f"crashc{j}"
         w.msg("lib-0", "msg.out", m, "rq", "proxy-0", "prov-3", 1, c, "ws", None,
@@ -162,8 +163,11 @@ class Plants:
         w.msg("cc-0", "msg.in", m, "rq", "proxy-0", "prov-3", 1, c, "ws")
         w.msg("cc-0", "msg.out", m, "rq", "proxy-0", "prov-3", 2, c, "mqtt", "g-a", "g-a/cc-3", "Mqtt")
         w.msg("cc-3", "msg.in", m, "rq", "proxy-0", "prov-3", 2, c, "mqtt", "g-a")
-        w.msg("cc-0", "msg.out", f"crasho{j}", "o", "proxy-0", "prov-3", 2, None, "mqtt", "g-b",
-              "g-b/cc-3", "Mqtt")
+        w.expire_in(10)  # expired long before any broker ends: only the crash is in its flight
+        m = f"crasho{j}"
+        w.msg("cc-0", "msg.out", m, "o", "proxy-0", "prov-3", 2, None, "mqtt", "g-b", "g-b/cc-3", "Mqtt")
+        w.plant("lost-message", "vanished-hop", m, 2, "cc-0")
+        w.expire_in(TTL)
         w.life("life.crash", "cc-3")
         w.life("life.restart", "cc-3", ',"gbids":["g-a","g-b"],"own_topics":["cc-3"]')
         self.attach_all(3, "establish")  # old attachments ended with the crash
