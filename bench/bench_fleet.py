@@ -199,8 +199,8 @@ async def _fleet(ccs: int, apps: int, calls_per_consumer: int, saves: int) -> di
         started = time.perf_counter()
         async with Simulation(Path(tmp), gbids=["gbid1"], broker="mosquitto", faults=False, hosts=hosts,
                               broker_autosave=saves) as sim:
-            # One Mosquitto reload for every controller's login, not one each (a reload
-            # re-checks every client connected by then).
+            # Every controller's login at once: on Mosquitto a control request per 100
+            # logins, not one per controller as each starts.
             await asyncio.to_thread(sim.brokers.admit, [f"cc{k}" for k in range(ccs)])
             controllers = []
             for k in range(ccs):

@@ -17,10 +17,11 @@ Logins (``brokers.access``): every client logs in as itself, its client id as us
 with a password derived from the set's secret (``<run dir>/brokers/secret``, owner-only);
 it may subscribe within ``<client id>/#`` and publish to ``<any topic>/low``.
 ``admin_credentials`` are the simulator's own, for any client id and topic. amqtt checks
-the derived passwords itself; Mosquitto reads a password and an ACL file that list every
-user, so a client id it has not seen is added to them and the running brokers reload
-them (SIGHUP) before ``credentials`` returns; logins asked for from several threads
-meanwhile share one reload.
+the derived passwords itself; Mosquitto's dynamic security plugin holds every login, so a
+client id it has not seen is sent to the running brokers (over the plugin's control topic,
+no reload) before ``credentials`` returns, and written into the plugin's config for a
+broker that starts; logins asked for from several threads meanwhile share one request
+(``brokers.mosquitto`` says why not a password file).
 
 Sessions: amqtt keeps them in memory, so a broker stop or crash loses every persistent
 session and queued message; Mosquitto persists them in the run directory, saved after
@@ -28,8 +29,8 @@ every ``autosave`` counted changes (default 1: every change; see ``brokers.mosqu
 what a SIGKILL loses under each). Either way a persistent session survives a *client's* crash.
 
 Longer than 400 lines because it is one class, the lifecycle of a set of broker
-processes (ports, locks, start, stop, crash, restart and their trace events, and the
-reload of Mosquitto's logins into running processes, which depends on that lifecycle),
+processes (ports, locks, start, stop, crash, restart and their trace events, and adding
+Mosquitto's logins to running processes, which depends on that lifecycle),
 which reads best in one place. Parsing the choice (``spec``), probing a broker (``probe``),
 the login and topic model (``access``) and Mosquitto's files (``mosquitto``) live apart.
 """
@@ -46,6 +47,7 @@ import sys
 import threading
 import time
 import weakref
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -53,7 +55,7 @@ from typing import TYPE_CHECKING
 
 from . import access, mosquitto
 from .listeners import listens_on
-from .probe import CONNACK_CODES, connect_packet, probe, probe_blocking, reason
+from .probe import CONNACK_CODES, connect_packet, probe, reason
 from .spec import EXTERNAL, GBID_RE, BrokerSpec, ExternalBroker, parse_broker
 
 if TYPE_CHECKING:
@@ -66,7 +68,6 @@ PROBE_TIMEOUT_S = 2.0
 PROBE_INTERVAL_S = 0.05
 PORT_ATTEMPTS = 3  # a freshly chosen free port can be taken by someone else before we bind
 LOG_TAIL_LINES = 20
-RELOAD_TIMEOUT_S = 10.0  # a Mosquitto reload is answered within milliseconds
 SECRET_FILE = "secret"
 SECRET_ENV = "JOYNR_SIM_BROKER_SECRET"  # how an amqtt broker process gets the secret
 
@@ -84,8 +85,10 @@ class _Broker:
     port: int | None = None
     process: asyncio.subprocess.Process | None = None
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    ready: bool = False  # answered a CONNECT since it was started: it handles SIGHUP
-    loaded: int = -1  # Mosquitto: the generation of the account files it has read
+    ready: bool = False  # answered a CONNECT since it was started: it takes new logins
+    loaded: int = -1  # Mosquitto: the generation of the logins it has
+    # Mosquitto: held while its plugin config is written and while logins are sent to it.
+    logins_lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
     def target(self) -> str:
@@ -158,14 +161,14 @@ class BrokerSet:
             raise ValueError(f"autosave: Mosquitto's save interval, for broker='mosquitto' only, not {self._kind}")
         self.autosave = mosquitto.check_autosave(mosquitto.AUTOSAVE_CHANGES if autosave is None else autosave)
         self._mosquitto_binary = mosquitto.find_binary() if self._kind == "mosquitto" else None
+        self._mosquitto_plugin = (mosquitto.find_plugin(self._mosquitto_binary)
+                                  if self._mosquitto_binary is not None else None)
         self._brokers = {g: _Broker(g, HOST) for g in gbids}
         self._secret: str | None = None
         self._accounts: mosquitto.Accounts | None = None
         # Guards the secret and Mosquitto's accounts: credentials are asked for from any thread.
+        # A broker's logins_lock is taken before it.
         self._accounts_lock = threading.Lock()
-        # Held while the account files are written and until a broker has read them, so the
-        # files do not change between a SIGHUP and its canary; taken before _accounts_lock.
-        self._reload_lock = threading.Lock()
         self._pids: dict[str, int] = {}
         self._finalizer = weakref.finalize(self, _kill_leftovers, self._pids)
 
@@ -226,8 +229,9 @@ class BrokerSet:
 
     def admit(self, client_ids: list[str]) -> None:
         """Let these client ids in on every broker of the set, ahead of their first
-        ``credentials``: on Mosquitto one reload for them all instead of one per login,
-        each of which re-checks every client connected by then. Every id is checked
+        ``credentials``: on Mosquitto one request per broker for them all (the brokers in
+        parallel) instead of one per login; before ``start``, the brokers read them when
+        they start, which is cheapest (see ``brokers.mosquitto``). Every id is checked
         before any is added."""
         checked = [access.check_client_id(c) for c in client_ids]
         if self._kind != "mosquitto":
@@ -236,14 +240,10 @@ class BrokerSet:
         with self._accounts_lock:
             accounts = self._mosquitto_accounts(secret)
             wanted = max((accounts.add(c) for c in checked), default=-1)
-        for b in self._brokers.values():
-            self._reload(b, accounts, wanted)
+        self._provide_all(list(self._brokers.values()), accounts, wanted)
 
     def admin_credentials(self, gbid: str | None = None) -> tuple[str, str]:
-        """The simulator's administrative login: any client id, every topic (``#``).
-
-        On Mosquitto the username is also the session's client id, so one administrative
-        connection per broker at a time; amqtt keeps the client id the client sends."""
+        """The simulator's administrative login: any client id, every topic (``#``)."""
         if self._kind == EXTERNAL:
             raise BrokerError("admin_credentials: the brokers are external; joynr-sim has no login of its own there")
         return self._login(access.ADMIN_USERNAME, gbid)
@@ -396,8 +396,7 @@ class BrokerSet:
             with self._accounts_lock:
                 accounts = self._mosquitto_accounts(secret)
                 wanted = accounts.add(username)
-            for b in brokers:
-                self._reload(b, accounts, wanted)
+            self._provide_all(brokers, accounts, wanted)
         return username, access.password(secret, username)
 
     def _mosquitto_accounts(self, secret: str) -> mosquitto.Accounts:
@@ -406,52 +405,43 @@ class BrokerSet:
             self._accounts = mosquitto.Accounts(self.broker_dir, secret)
         return self._accounts
 
-    def _reload(self, b: _Broker, accounts: mosquitto.Accounts, wanted: int) -> None:
-        """Have a running Mosquitto read account files of at least generation ``wanted``.
+    def _provide_all(self, brokers: list[_Broker], accounts: mosquitto.Accounts, wanted: int) -> None:
+        """``_provide`` on each broker, in parallel when there are several."""
+        todo = [b for b in brokers if b.ready and b.loaded < wanted]
+        if len(todo) <= 1:
+            for b in todo:
+                self._provide(b, accounts, wanted)
+            return
+        with ThreadPoolExecutor(len(todo), thread_name_prefix="mosquitto-logins") as pool:
+            for done in [pool.submit(self._provide, b, accounts, wanted) for b in todo]:
+                done.result()
 
-        Mosquitto's reload checks every connected client's password and ACL again, so it
-        costs more the more clients are connected: logins that wait here meanwhile share
-        the next one (the files then hold every user added so far). SIGHUP, then CONNECTs
-        as the written generation's canary until one is let in. A broker not ready
-        (stopped, crashed, starting) reads them when it starts; one that goes away
-        meanwhile is left to its owner."""
-        with self._reload_lock:
+    def _provide(self, b: _Broker, accounts: mosquitto.Accounts, wanted: int) -> None:
+        """Have a running Mosquitto let in the logins up to generation ``wanted``.
+
+        Sends every login added since the generation it has, so logins that wait here while
+        one request runs share the next. A broker not ready (stopped, crashed, starting)
+        reads them all from its plugin config when it starts; one that goes away meanwhile
+        is left to its owner."""
+        with b.logins_lock:
             if not b.ready or b.process is None or b.loaded >= wanted:
                 return
             with self._accounts_lock:
-                generation = accounts.written if accounts.written >= wanted else accounts.write()
-                canary, password = accounts.canary_login()
-            self._signal_reload(b, generation, canary, password)
-
-    def _signal_reload(self, b: _Broker, generation: int, canary: str, password: str) -> None:
-        """(Under ``_reload_lock``.)"""
-        process = b.process
-        assert process is not None
-        try:
-            os.kill(process.pid, signal.SIGHUP)
-        except ProcessLookupError:
-            return
-        assert b.port is not None
-        packet = connect_packet(canary, canary, password)
-        deadline = time.monotonic() + RELOAD_TIMEOUT_S
-        while True:
+                generation = accounts.generation
+                commands = accounts.commands(accounts.since(max(b.loaded, 0)))
+                login = accounts.logins_login()
+            assert b.port is not None
             try:
-                code = probe_blocking(b.host, b.port, packet, PROBE_TIMEOUT_S)
-            except OSError as exc:
-                last = reason(exc)
-            else:
-                if code == 0:
-                    b.loaded = generation
+                mosquitto.send_logins(b.host, b.port, login, commands)
+            except (OSError, mosquitto.ControlError) as exc:
+                if not b.ready or not b.running:
                     return
-                last = f"CONNACK return code {code}: {CONNACK_CODES.get(code, 'unknown')}"
-            if not b.ready:
-                return
-            if time.monotonic() > deadline:
                 raise BrokerError(
-                    f"gbid {b.gbid!r}: mosquitto on port {b.port} did not load its new users within "
-                    f"{RELOAD_TIMEOUT_S:g} s (last: {last}); {self.log_path(b.gbid)}"
-                )
-            time.sleep(PROBE_INTERVAL_S)
+                    f"gbid {b.gbid!r}: mosquitto on port {b.port} did not take {len(commands)} new "
+                    f"login(s) within {mosquitto.CONTROL_TIMEOUT_S:g} s per {mosquitto.CHUNK_LOGINS} "
+                    f"({reason(exc)}); {self.log_path(b.gbid)}"
+                ) from None
+            b.loaded = generation
 
     def _command(self, b: _Broker) -> tuple[list[str], dict[str, str]]:
         assert b.port is not None
@@ -467,13 +457,15 @@ class BrokerSet:
                 "--gbid", b.gbid, "--host", b.host, "--port", str(b.port), "--exit-on-stdin-eof",
             ]
             return argv, env
-        assert self._mosquitto_binary is not None
+        assert self._mosquitto_binary is not None and self._mosquitto_plugin is not None
         secret = self._ensure_secret()
-        with self._reload_lock, self._accounts_lock:
+        self.broker_dir.mkdir(parents=True, exist_ok=True)
+        with b.logins_lock, self._accounts_lock:
             accounts = self._mosquitto_accounts(secret)
-            b.loaded = accounts.write()  # it reads these files when it starts
+            b.loaded = accounts.write(b.gbid)  # it reads every login from its plugin config when it starts
         config = self.broker_dir / f"{b.gbid}.conf"
-        mosquitto.write_config(config, b.port, accounts, self.broker_dir / f"{b.gbid}.mosquitto", self.autosave)
+        mosquitto.write_config(config, b.port, self._mosquitto_plugin, accounts.config_path(b.gbid),
+                               accounts.acl_path, self.broker_dir / f"{b.gbid}.mosquitto", self.autosave)
         return mosquitto.command(self._mosquitto_binary, config), env
 
     async def _start(self, b: _Broker, ev: str, may_move_port: bool) -> None:
@@ -515,14 +507,14 @@ class BrokerSet:
             raise
         b.ready = True
         if self._kind == "mosquitto":
-            # Users added while it started may have come after it read the files.
+            # Logins added while it started may have come after it read its plugin config.
             await asyncio.to_thread(self._catch_up, b)
 
     def _catch_up(self, b: _Broker) -> None:
         with self._accounts_lock:
             assert self._accounts is not None
             accounts, wanted = self._accounts, self._accounts.generation
-        self._reload(b, accounts, wanted)
+        self._provide(b, accounts, wanted)
 
     async def _wait_ready(self, b: _Broker, log_path: Path) -> None:
         """Until the broker answers a CONNECT with CONNACK 0, within START_TIMEOUT_S."""

@@ -5,7 +5,11 @@ published QoS 1 messages not yet acknowledged) and a receiving link (messages re
 not yet handled). CONNACK attaches both: establish (nothing stored, or the broker answered
 session present 0: it lost the session), reattach, resume, or steal when the same client
 id is attached on another connection (a second cluster controller with the same id: the
-takeover). A lost connection suspends them, a clean shutdown closes them.
+takeover). A lost connection suspends them, a clean shutdown closes them. A connection
+that comes back to a broker that no longer has its session (session present 0: another
+CONNECT with its client id and a clean session took it over, or the broker lost it) detaches
+them first (``link.detach``, error ``session-lost``): that session is over, whatever the
+grace period of the lost connection said, and the attach establishes a new one.
 
 A BrokerSessions is the memory of one process of the runtime: every start opens a new one
 over a new registry that knows only what the link store kept (see ``MqttEndpoint``).
@@ -61,6 +65,7 @@ if TYPE_CHECKING:  # pragma: no cover
 STORM_THRESHOLD = 5  # steals of one key ...
 STORM_WINDOW_MS = 10_000  # ... within this window
 LOST_GRACE_S = 5.0  # a lost connection keeps its link this long before it is suspended
+SESSION_LOST = "session-lost"  # the detach of a link whose session the broker no longer has
 # How often a runtime looks in the link store for a session another runtime took. Mosquitto
 # closes the connection a takeover leaves behind; amqtt 0.12 keeps it open, so the runtime
 # closes it itself, as a compliant broker would have. One read per attached link.
@@ -174,6 +179,7 @@ class BrokerSessions:
         first."""
         if self._closed:
             return
+        again = conn.connection_id in self._mine  # a reconnect of a connection of this process
         self._mine.add(conn.connection_id)
         self._session_present[conn.connection_id] = session_present
         self._cancel_grace(conn)
@@ -183,6 +189,14 @@ class BrokerSessions:
         held_out = self.outbox.held(OUTGOING, conn.gbid)
         held_in = self.outbox.held(INCOMING, conn.gbid)
         sending = self.registry.get_sending_link(conn.gbid, conn.client_id)
+        receiving = self.registry.get_receiving_link(conn.gbid, conn.client_id)
+        if again and not session_present and sending.owner == conn.connection_id:
+            # Still attached from before the connection was lost, to a session the broker no
+            # longer has: a clean CONNECT with this client id took it over (the broker closed
+            # this connection for it) or the broker lost it. What paho re-sends of its own
+            # stays counted in _inflight: only the links end.
+            for link in (sending, receiving):
+                link.detach(conn.connection_id, closed=False, error=SESSION_LOST)
         # Stolen by another connection of this runtime means detached: the connection goes,
         # as the broker that hands the session over closes it. (Another runtime's broker
         # connection is closed by the broker; this runtime learns it from the store.)
@@ -190,7 +204,6 @@ class BrokerSessions:
             conn.connection_id, Terminus(conn.topic, durable), Terminus(conn.gbid), unsettled=None,
             on_stolen=lambda event: conn.drop(), peer_kept_state=session_present,
         )
-        receiving = self.registry.get_receiving_link(conn.gbid, conn.client_id)
         into = receiving.attach(
             conn.connection_id, Terminus(conn.gbid), Terminus(conn.topic, durable),
             unsettled={tag: "received" for tag in held_in} if session_present else None,

@@ -9,7 +9,7 @@ Phases, each reported as a step of the run (so ``run.json``, the summary and the
 show them like the steps of any scenario):
 
 1. the population, as a pipeline: the broker logins of all cluster controllers admitted
-   up front in one reload, then each controller started (``CC_START_CONCURRENCY`` at a
+   up front (on Mosquitto one control request per 100), then each controller started (``CC_START_CONCURRENCY`` at a
    time), its libjoynr runtimes in its host (``START_CONCURRENCY``), its providers
    registered (``REGISTER_CONCURRENCY``: the GCD, in the runner's process, answers each
    add within its bound) and each proxy discovered by participant id once its target is
@@ -278,8 +278,8 @@ class FleetRunner:
             await _all([*(_bounded(self.adds, register(k, i)) for i in range(f.providers_per_cc)),
                         *(proxy(k, i) for i in range(f.proxies_per_cc))])
 
-        # Every controller's login in one broker reload (Mosquitto re-checks each connected
-        # client at a reload: a reload per login made a fleet's start grow with its square).
+        # Every controller's login at once (on Mosquitto a control request per 100 logins
+        # rather than one per controller as each starts).
         await asyncio.to_thread(sim.brokers.admit, [f"cc{k}" for k in range(f.cluster_controllers)])
         await _all(controller(k) for k in range(f.cluster_controllers))
         self.summary["startup_s"] = round(time.perf_counter() - started, 3)
