@@ -8,17 +8,14 @@ from __future__ import annotations
 import json
 
 import msgpack
-import paho.mqtt.client as paho
 import pytest
-from paho.mqtt.enums import CallbackAPIVersion
 from websockets.asyncio.client import connect
 
-from e2e_helpers import events, until
+from e2e_helpers import PROVIDER, BrokerClient, events, topology, until
 from joynr_sim.core.address import MqttAddress
 from joynr_sim.core.message import REQUEST, JoynrMessage, encode
 from joynr_sim.runtime.participants import (
     REQUEST_REPLY_ID,
-    EchoProvider,
     ProviderRuntimeException,
     decode_reply,
     encode_request,
@@ -28,38 +25,7 @@ from joynr_sim.trace import read_run
 
 pytestmark = pytest.mark.e2e
 
-PROVIDER = "echo-provider"
 MQTT = "joynr.system.RoutingTypes.MqttAddress"
-
-
-async def topology(sim: Simulation, **cc_options):
-    cc1 = await sim.cluster_controller("cc1", ["gbid1"], provisioned=[(PROVIDER, MqttAddress("gbid1", "cc2"), True)])
-    cc2 = await sim.cluster_controller("cc2", ["gbid1"], **cc_options)
-    consumer = await sim.libjoynr("consumer", cc1)
-    provider_app = await sim.libjoynr("provider-app", cc2)
-    await provider_app.register_provider("dom", "joynrsim/Echo", EchoProvider(), participant_id=PROVIDER)
-    proxy = await consumer.create_proxy("joynrsim/Echo", PROVIDER)
-    return cc1, cc2, provider_app, proxy
-
-
-class Attacker:
-    """A separate MQTT client holding the broker password, as the simulator's own clients do."""
-
-    def __init__(self, sim: Simulation, client_id: str = "attacker") -> None:
-        host, port = sim.brokers.endpoint("gbid1")
-        self.replies: list[bytes] = []
-        self.client = paho.Client(CallbackAPIVersion.VERSION2, client_id=client_id, protocol=paho.MQTTv311)
-        self.client.username_pw_set(*sim.brokers.credentials(client_id))
-        self.client.on_message = lambda c, u, m: self.replies.append(bytes(m.payload))
-        self.client.connect(host, port)
-        self.client.loop_start()
-
-    def publish(self, topic: str, payload: bytes) -> None:
-        self.client.publish(topic, payload, qos=1).wait_for_publish(10)
-
-    def close(self) -> None:
-        self.client.disconnect()
-        self.client.loop_stop()
 
 
 def frame(**slots) -> bytes:
@@ -90,7 +56,7 @@ HOSTILE_FRAMES = [
 async def test_frames_with_hostile_values_are_dropped_and_nothing_goes_deaf(tmp_path, broker):
     async with Simulation(tmp_path, gbids=["gbid1"], broker=broker, processes=False) as sim:
         cc1, cc2, provider_app, proxy = await topology(sim)
-        attacker = Attacker(sim)
+        attacker = BrokerClient(sim, "attacker")
         try:
             for _, payload in HOSTILE_FRAMES:
                 attacker.publish("cc2/low", payload)
@@ -118,7 +84,7 @@ async def test_frames_with_hostile_values_are_dropped_and_nothing_goes_deaf(tmp_
 async def test_the_routing_provider_refuses_calls_from_the_backend(tmp_path):
     async with Simulation(tmp_path, gbids=["gbid1"]) as sim:
         cc1, cc2, provider_app, proxy = await topology(sim)
-        attacker = Attacker(sim)
+        attacker = BrokerClient(sim, "attacker")
         attacker.client.subscribe("attacker/#", qos=1)
         try:
             request = JoynrMessage(
@@ -163,7 +129,7 @@ async def test_messages_for_unknown_participants_wait_within_the_bounds(tmp_path
     mb = 1_000_000
     async with Simulation(tmp_path, gbids=["gbid1"], processes=False) as sim:
         cc1, cc2, provider_app, proxy = await topology(sim, max_queued_bytes=3 * mb + 10_000)
-        attacker = Attacker(sim)
+        attacker = BrokerClient(sim, "attacker")
         try:
             for n in range(8):
                 attacker.publish("cc2/low", frame(id=f"flood-{n}", to=f"nobody-{n}", pl=b"x" * mb))
@@ -179,7 +145,7 @@ async def test_messages_for_unknown_participants_wait_within_the_bounds(tmp_path
 async def test_an_oversized_frame_is_dropped_with_a_short_trace_line(tmp_path):
     async with Simulation(tmp_path, gbids=["gbid1"], processes=False) as sim:
         cc1, cc2, provider_app, proxy = await topology(sim, max_frame_bytes=100_000)
-        attacker = Attacker(sim)
+        attacker = BrokerClient(sim, "attacker")
         try:
             # Over WebSocket too: the provider's runtime sends its cluster controller a frame
             # past the limit; it is dropped and the connection keeps serving.
@@ -210,7 +176,7 @@ async def test_a_failing_handler_is_an_internal_error_drop_and_the_connection_ke
             return receive(msg, via, gbid, source)
 
         cc2.router.receive = broken
-        attacker = Attacker(sim)
+        attacker = BrokerClient(sim, "attacker")
         try:
             attacker.publish("cc2/low", frame(id="trips-the-bug"))
             await until(lambda: events(tmp_path, "msg.drop", rt="cc2", reason="internal-error"))

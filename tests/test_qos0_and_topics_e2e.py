@@ -9,11 +9,9 @@ import asyncio
 import json
 
 import msgpack
-import paho.mqtt.client as paho
 import pytest
-from paho.mqtt.enums import CallbackAPIVersion
 
-from e2e_helpers import events
+from e2e_helpers import PROVIDER, BrokerClient, events, topology
 from joynr_sim.core.address import MqttAddress
 from joynr_sim.fuzz.harness import fuzz
 from joynr_sim.runtime.participants import (
@@ -27,40 +25,8 @@ from joynr_sim.simulation import Simulation
 
 pytestmark = pytest.mark.e2e
 
-PROVIDER = "echo-provider"
 MQTT = "joynr.system.RoutingTypes.MqttAddress"
 FRAMES = 20
-
-
-async def topology(sim: Simulation):
-    cc1 = await sim.cluster_controller("cc1", ["gbid1"], provisioned=[(PROVIDER, MqttAddress("gbid1", "cc2"), True)])
-    cc2 = await sim.cluster_controller("cc2", ["gbid1"])
-    consumer = await sim.libjoynr("consumer", cc1)
-    provider_app = await sim.libjoynr("provider-app", cc2)
-    await provider_app.register_provider("dom", "joynrsim/Echo", EchoProvider(), participant_id=PROVIDER)
-    proxy = await consumer.create_proxy("joynrsim/Echo", PROVIDER)
-    return cc1, cc2, proxy
-
-
-class Outsider:
-    """An MQTT client with its own login, receiving on its own prefix ``outsider/#``."""
-
-    def __init__(self, sim: Simulation, client_id: str = "outsider") -> None:
-        host, port = sim.brokers.endpoint("gbid1")
-        self.replies: list[bytes] = []
-        self.client = paho.Client(CallbackAPIVersion.VERSION2, client_id=client_id, protocol=paho.MQTTv311)
-        self.client.username_pw_set(*sim.brokers.credentials(client_id))
-        self.client.on_message = lambda c, u, m: self.replies.append(bytes(m.payload))
-        self.client.connect(host, port)
-        self.client.subscribe(f"{client_id}/#", qos=1)
-        self.client.loop_start()
-
-    def publish(self, topic: str, payload: bytes, qos: int) -> None:
-        self.client.publish(topic, payload, qos=qos).wait_for_publish(10)
-
-    def close(self) -> None:
-        self.client.disconnect()
-        self.client.loop_stop()
 
 
 def request(mid: str, reply_topic: str = "outsider") -> bytes:
@@ -85,10 +51,10 @@ async def settle(predicate, timeout_s: float) -> None:
 @pytest.mark.parametrize("broker", ["mosquitto", "amqtt"])
 async def test_qos0_requests_are_handled_without_a_reconnect(tmp_path, broker):
     async with Simulation(tmp_path, gbids=["gbid1"], broker=broker) as sim:
-        cc1, cc2, proxy = await topology(sim)
+        cc1, cc2, _, proxy = await topology(sim)
         assert await proxy.call("echo", "before", ttl_ms=10_000) == "before"
         before = connects(tmp_path, "cc2")
-        outsider = Outsider(sim)
+        outsider = BrokerClient(sim, "outsider", subscribe=True)
         try:
             ids = [f"qos0-{n}" for n in range(FRAMES)]
             for mid in ids:
@@ -110,8 +76,8 @@ async def test_qos0_requests_are_handled_without_a_reconnect(tmp_path, broker):
 @pytest.mark.parametrize("broker", ["mosquitto", "amqtt"])
 async def test_a_reply_topic_with_a_slash_is_refused_and_costs_no_reconnect(tmp_path, broker):
     async with Simulation(tmp_path, gbids=["gbid1"], broker=broker) as sim:
-        cc1, cc2, proxy = await topology(sim)
-        outsider = Outsider(sim)
+        cc1, cc2, _, proxy = await topology(sim)
+        outsider = BrokerClient(sim, "outsider", subscribe=True)
         try:
             for n in range(FRAMES):
                 # A topic within the outsider's own prefix: "outsider/x/low" is no unicast topic
