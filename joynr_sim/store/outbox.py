@@ -14,11 +14,8 @@ publish, the PUBACK) is scheduled with ``group_commit.after_commit``.
 from __future__ import annotations
 
 import os
-import sqlite3
-import threading
-from pathlib import Path
 
-from .group_commit import GroupCommit
+from .batched import BatchedStore
 
 OUTGOING = "out"
 INCOMING = "in"
@@ -26,26 +23,19 @@ INCOMING = "in"
 _Key = tuple[str, str, str]  # direction, gbid, tag
 
 
-class Outbox:
+class Outbox(BatchedStore):
     def __init__(self, path: str | os.PathLike[str], group_commit: bool = False) -> None:
-        self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._lock = threading.Lock()
-        self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=OFF")
-        self._db.execute(
+        super().__init__(
+            path,
             "CREATE TABLE IF NOT EXISTS messages (direction TEXT NOT NULL, gbid TEXT NOT NULL, "
             "tag TEXT NOT NULL, topic TEXT NOT NULL, payload BLOB NOT NULL, "
-            "PRIMARY KEY (direction, gbid, tag))"
+            "PRIMARY KEY (direction, gbid, tag))",
+            group_commit,
         )
         # One writer per file (the runtime whose outbox it is): the keys in the file are
         # known, so a delete of a row never committed needs no statement.
         self._stored: set[_Key] = {
             (d, g, t) for d, g, t in self._db.execute("SELECT direction, gbid, tag FROM messages")}
-        self._pending: dict[_Key, tuple[str, bytes] | None] = {}  # None: delete
-        self.batch = GroupCommit(self._commit) if group_commit else None
-        self._closed = False
 
     def put(self, direction: str, gbid: str, tag: str, topic: str, payload: bytes) -> None:
         with self._lock:
@@ -63,36 +53,14 @@ class Outbox:
                 self._pending.pop(key, None)  # never reached the file: nothing to delete
         self._written()
 
-    def _written(self) -> None:
-        if self.batch is None:
-            self._commit()
-        else:
-            self.batch.pending()
-
-    def _commit(self) -> None:
-        with self._lock:
-            if not self._pending or self._closed:
-                return
-            pending, self._pending = self._pending, {}
-            single = len(pending) == 1  # one statement is a transaction of its own
-            if not single:
-                self._db.execute("BEGIN")
-            try:
-                for key, row in pending.items():
-                    if row is None:
-                        self._db.execute(
-                            "DELETE FROM messages WHERE direction = ? AND gbid = ? AND tag = ?", key)
-                        self._stored.discard(key)
-                    else:  # REPLACE deletes first: a re-put goes last in put order (rowid)
-                        self._db.execute("INSERT OR REPLACE INTO messages VALUES (?, ?, ?, ?, ?)",
-                                         (*key, *row))
-                        self._stored.add(key)
-                if not single:
-                    self._db.execute("COMMIT")
-            except BaseException:
-                if not single:
-                    self._db.execute("ROLLBACK")
-                raise
+    def _apply(self, pending: dict[_Key, tuple[str, bytes] | None]) -> None:
+        for key, row in pending.items():
+            if row is None:
+                self._db.execute("DELETE FROM messages WHERE direction = ? AND gbid = ? AND tag = ?", key)
+                self._stored.discard(key)
+            else:  # REPLACE deletes first: a re-put goes last in put order (rowid)
+                self._db.execute("INSERT OR REPLACE INTO messages VALUES (?, ?, ?, ?, ?)", (*key, *row))
+                self._stored.add(key)
 
     def held(self, direction: str, gbid: str) -> dict[str, tuple[str, bytes]]:
         """tag -> (topic, payload), in the order they were put."""
@@ -103,20 +71,3 @@ class Outbox:
                 (direction, gbid),
             ).fetchall()
         return {tag: (topic, bytes(payload)) for tag, topic, payload in rows}
-
-    def flush(self) -> None:
-        if self.batch is not None:
-            self.batch.flush()
-
-    def abandon(self) -> None:
-        """A simulated crash: what this turn had not committed is lost, as in a killed process."""
-        if self.batch is not None:
-            self.batch.discard()
-        with self._lock:
-            self._pending.clear()
-
-    def close(self) -> None:
-        self.flush()
-        with self._lock:
-            self._closed = True
-            self._db.close()

@@ -17,14 +17,11 @@ write that fails raises on the loop, as the outbox's does; the runtime traces it
 from __future__ import annotations
 
 import os
-import sqlite3
-import threading
 from collections.abc import Callable
-from pathlib import Path
 
 from ..core.address import AddressError, InProcessAddress, from_json, to_json
 from ..core.routing import RoutingDecision, RoutingEntry, RoutingTable
-from .group_commit import GroupCommit
+from .batched import BatchedStore
 
 _Row = tuple[str, int, int, int, str]  # address (joynr JSON), visible, expiry, sticky, origin
 
@@ -34,26 +31,19 @@ def persistable(entry: RoutingEntry | None) -> bool:
     return entry is not None and not isinstance(entry.address, InProcessAddress)
 
 
-class RouteStore:
+class RouteStore(BatchedStore):
     def __init__(self, path: str | os.PathLike[str], group_commit: bool = True,
                  on_error: Callable[[BaseException], None] | None = None) -> None:
         """on_error: told of a commit that failed, before it raises (a write is never lost
         silently)."""
-        self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._lock = threading.Lock()
-        self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=OFF")  # a crash ends a process, not the machine
-        self._db.execute(
+        super().__init__(
+            path,
             "CREATE TABLE IF NOT EXISTS routes (participant_id TEXT PRIMARY KEY, address TEXT NOT NULL, "
             "visible INTEGER NOT NULL, expiry_ms INTEGER NOT NULL, sticky INTEGER NOT NULL, "
-            "origin TEXT NOT NULL)"
+            "origin TEXT NOT NULL)",
+            group_commit,
         )
-        self._pending: dict[str, _Row | None] = {}  # None: delete
-        self.batch = GroupCommit(self._commit) if group_commit else None
         self._on_error = on_error
-        self._closed = False
 
     def put(self, participant_id: str, entry: RoutingEntry, origin: str) -> None:
         if not persistable(entry):
@@ -89,50 +79,16 @@ class RouteStore:
             loaded.append((pid, RoutingEntry(parsed, bool(visible), expiry_ms, bool(sticky)), origin))
         return loaded
 
-    def _written(self) -> None:
-        if self.batch is None:
-            self._commit()
-        else:
-            self.batch.pending()
+    def _apply(self, pending: dict[str, _Row | None]) -> None:
+        for pid, row in pending.items():
+            if row is None:
+                self._db.execute("DELETE FROM routes WHERE participant_id = ?", (pid,))
+            else:
+                self._db.execute("INSERT OR REPLACE INTO routes VALUES (?, ?, ?, ?, ?, ?)", (pid, *row))
 
-    def _commit(self) -> None:
-        with self._lock:
-            if not self._pending or self._closed:
-                return
-            pending, self._pending = self._pending, {}
-            self._db.execute("BEGIN")
-            try:
-                for pid, row in pending.items():
-                    if row is None:
-                        self._db.execute("DELETE FROM routes WHERE participant_id = ?", (pid,))
-                    else:
-                        self._db.execute("INSERT OR REPLACE INTO routes VALUES (?, ?, ?, ?, ?, ?)", (pid, *row))
-                self._db.execute("COMMIT")
-            except BaseException as exc:
-                if self._db.in_transaction:
-                    self._db.execute("ROLLBACK")
-                if self._on_error is not None:
-                    self._on_error(exc)
-                raise
-
-    def flush(self) -> None:
-        if self.batch is not None:
-            self.batch.flush()
-        else:
-            self._commit()
-
-    def abandon(self) -> None:
-        """A simulated crash: what this turn had not committed is lost, as in a killed process."""
-        if self.batch is not None:
-            self.batch.discard()
-        with self._lock:
-            self._pending.clear()
-
-    def close(self) -> None:
-        self.flush()
-        with self._lock:
-            self._closed = True
-            self._db.close()
+    def _failed(self, exc: BaseException) -> None:
+        if self._on_error is not None:
+            self._on_error(exc)
 
 
 class RoutingTablePersistency:
