@@ -20,13 +20,17 @@ from joynr_sim.core.address import (
     WebSocketAddress,
     WebSocketClientAddress,
 )
+from joynr_sim.core.libjoynr_router import LibJoynrMessageRouter
 from joynr_sim.core.message import ONE_WAY, REPLY, REQUEST, JoynrMessage, encode
-from joynr_sim.core.router import CcMessageRouter, LibJoynrMessageRouter
+from joynr_sim.core.router import CcMessageRouter
 from joynr_sim.core.routing import RoutingEntry, RoutingTable
 
 NOW = 1_000_000
 FOREVER = 2**62
 CC_WS = WebSocketAddress("WS", "127.0.0.1", 4242, "/")
+
+
+NO_SHARE = 10**9  # a sender's share of the queue larger than the queue: its bounds alone
 
 
 class Clock:
@@ -132,7 +136,9 @@ def test_a_router_without_discovery_queues_without_asking() -> None:
 @given(sizes=st.lists(st.integers(min_value=0, max_value=300), max_size=40),
        max_queued=st.integers(min_value=1, max_value=8), max_bytes=st.integers(min_value=1, max_value=1000))
 def test_the_queue_is_bounded_and_every_message_is_accounted_for(sizes, max_queued, max_bytes) -> None:
-    router = cc_router(max_queued=max_queued, max_queued_bytes=max_bytes, resolves=False)
+    # One sender with no share of its own: the bounds of the queue itself.
+    router = cc_router(max_queued=max_queued, max_queued_bytes=max_bytes, max_queued_per_sender=NO_SHARE,
+                       resolves=False)
     sent = []
     dropped = []
     for n, size in enumerate(sizes):
@@ -153,7 +159,7 @@ def test_the_queue_is_bounded_and_every_message_is_accounted_for(sizes, max_queu
 
 
 def test_the_oldest_waiting_message_makes_room_first() -> None:
-    router = cc_router(max_queued=2, resolves=False)
+    router = cc_router(max_queued=2, max_queued_per_sender=NO_SHARE, resolves=False)
     a, b, c = message(to="p1"), message(to="p2"), message(to="p1")
     router.route(a)
     router.route(b)

@@ -72,6 +72,10 @@ class Drop:
     gbid: str | None = None
     detail: str | None = None
     field: str | None = None  # for invalid-message: which value was refused
+    # For a line that stands for messages not traced one by one (sender-limit): whose, and
+    # how many.
+    sender: str | None = None
+    count: int | None = None
 
 
 @dataclass(frozen=True)

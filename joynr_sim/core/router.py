@@ -1,5 +1,6 @@
 """The message router as pure rules: joynr's ``AbstractMessageRouter`` with its two kinds,
-``CcMessageRouter`` (a cluster controller) and ``LibJoynrMessageRouter`` (a libjoynr runtime).
+``CcMessageRouter`` (a cluster controller) and ``LibJoynrMessageRouter`` (a libjoynr runtime,
+in ``libjoynr_router``).
 
 It is shaped like h11: a runtime feeds it events — a frame or message arrived on a
 transport, a local participant sends, a route appeared, time advanced, a connection went or
@@ -32,9 +33,9 @@ from .address import (
     Address,
     InProcessAddress,
     MqttAddress,
-    WebSocketAddress,
     WebSocketClientAddress,
 )
+from .fairness import DEFAULT_MAX_LOOKUPS_PER_SENDER, SenderShares
 from .limits import DEFAULT_LIMITS, WireLimits
 from .memory import BoundedMemory
 from .message import (
@@ -94,6 +95,8 @@ class MessageRouter:
         max_hops: int = DEFAULT_MAX_HOPS,
         max_queued: int = DEFAULT_MAX_QUEUED,
         max_queued_bytes: int = DEFAULT_MAX_QUEUED_BYTES,
+        max_queued_per_sender: int | None = None,
+        max_lookups_per_sender: int = DEFAULT_MAX_LOOKUPS_PER_SENDER,
         memory: int = MEMORY,
         limits: WireLimits = DEFAULT_LIMITS,
     ) -> None:
@@ -101,9 +104,11 @@ class MessageRouter:
         self.limits = limits
         self.clock = clock
         self.max_hops = max_hops
-        self.waiting = WaitingMessages(max_queued, max_queued_bytes)
+        self.waiting = WaitingMessages(max_queued, max_queued_bytes, max_queued_per_sender)
+        self.shares = SenderShares(max_lookups=max_lookups_per_sender)
         self._delivered = BoundedMemory(memory)
-        self._resolving: set[str] = set()
+        # The participants being looked up, each with the sender whose message asked.
+        self._resolving: dict[str, str] = {}
         # Participants that serve only the runtime's own: joynr's internal providers.
         self.local_only: set[str] = set()
         self.multicast: MulticastRouting  # each kind builds its own
@@ -121,7 +126,11 @@ class MessageRouter:
     def receive(
         self, msg: JoynrMessage, via: str, gbid: str | None = None, source: str | None = None
     ) -> list[Action]:
-        """A message arrived on a transport (``source``: the WebSocket client it came from)."""
+        """A message arrived on a transport (``source``: the WebSocket client it came from).
+        One that would wait past its sender's share is refused before it is received."""
+        refused = self._past_share(msg)
+        if refused is not None:
+            return refused
         actions: list[Action] = [Received(msg, via, gbid)]
         msg = msg.with_hop()
         if msg.hops > self.max_hops:
@@ -169,7 +178,9 @@ class MessageRouter:
 
     def resolved(self, participant_id: str) -> None:
         """A Resolve was carried out (found or not): a later message may ask again."""
-        self._resolving.discard(participant_id)
+        sender = self._resolving.pop(participant_id, None)
+        if sender is not None:
+            self.shares.lookup_ended(sender)
 
     def advance(self, now_ms: int) -> list[Action]:
         """Time passed: waiting messages past their expiry are dropped, expired routing
@@ -177,6 +188,7 @@ class MessageRouter:
         actions: list[Action] = []
         actions.extend(Drop(msg, "expired") for msg in self.waiting.expire(now_ms))
         actions.extend(self._expire_held(now_ms))
+        actions.extend(self.shares.advance(now_ms))
         self.table.purge_expired(now_ms)
         return actions
 
@@ -208,13 +220,33 @@ class MessageRouter:
         return True
 
     # -- helpers ---------------------------------------------------------------------
+    def _past_share(self, msg: JoynrMessage, ask: bool = True) -> list[Action] | None:
+        """The sender-limit drop of a message that would wait for a route while its sender
+        holds its share of the queue, or would start a lookup while its sender has its share
+        of lookups under way; None when it may go on (``fairness``)."""
+        if msg.type == MULTICAST or self.table.lookup(msg.recipient) is not None:
+            return None
+        sender = msg.sender
+        if self.waiting.sender_full(sender):
+            why = f"sender holds {self.waiting.held_by(sender)} waiting messages, its share of the queue"
+        elif (ask and self._wants_resolve() and msg.recipient not in self._resolving
+              and self.shares.lookups_full(sender)):
+            why = f"sender has {self.shares.lookups(sender)} discovery lookups under way, its share"
+        else:
+            return None
+        return list(self.shares.drop(msg, self.clock(), why))
+
     def _enqueue(self, msg: JoynrMessage, via: str, ask: bool = True) -> list[Action]:
         if not self.waiting.fits(msg):
             return [Drop(msg, "queue-full", detail=f"{len(msg.payload)} bytes do not fit the queue")]
+        refused = self._past_share(msg, ask)
+        if refused is not None:
+            return refused
         actions: list[Action] = [Drop(old, "queue-full") for old in self.waiting.add(msg, via)]
         actions.append(Queue(msg))
         if ask and self._wants_resolve() and msg.recipient not in self._resolving:
-            self._resolving.add(msg.recipient)
+            self._resolving[msg.recipient] = msg.sender
+            self.shares.lookup_started(msg.sender)
             actions.append(Resolve(msg.recipient))
         return actions
 
@@ -322,78 +354,4 @@ class CcMessageRouter(MessageRouter):
         if isinstance(address, WebSocketClientAddress):
             return [Send(msg, address)]
         # A cluster controller cannot connect to a WebSocket server or a channel.
-        return [Drop(msg, "no-connection", via=via_of(address))]
-
-
-class LibJoynrMessageRouter(MessageRouter):
-    """A libjoynr runtime's router: everything outside the runtime is reached through the
-    cluster controller's WebSocketAddress; while that connection is away, messages are
-    held and sent again when it is back (as joynr's WebSocket client does).
-
-    A message that came from the cluster controller is for a participant of this runtime:
-    it is never sent back. One for a participant not (yet) here — a provider about to
-    register again after a restart, a proxy of the previous run — waits until its InProcess
-    entry appears or it expires. joynr before 1.17.3 / 1.18.1 sent it back, and the cluster
-    controller, whose WebSocketClient entry points here, sent it here again: a loop that
-    ends only at the hop limit. ``route_back_to_parent=True`` replays that behaviour."""
-
-    def __init__(
-        self, table: RoutingTable, clock: Callable[[], int], *, parent: WebSocketAddress,
-        route_back_to_parent: bool = False, **kwargs: Any,
-    ) -> None:
-        super().__init__(table, clock, **kwargs)
-        self.multicast = MulticastRouting(table, clock, kind="libjoynr", parent=parent, limits=self.limits)
-        self.parent = parent
-        self.route_back_to_parent = route_back_to_parent
-        self._held: list[JoynrMessage] = []
-
-    def route(
-        self, msg: JoynrMessage, gbid: str | None = None, via: str = "inprocess", source: str | None = None
-    ) -> list[Action]:
-        from_parent = via == "ws" and msg.type != MULTICAST  # a multicast has rules of its own
-        if from_parent and not self.route_back_to_parent and msg.expiry_date_ms >= self.clock():
-            entry = self.table.lookup(msg.recipient)
-            if entry is None or not isinstance(entry.address, InProcessAddress):
-                return self._enqueue(msg, via, ask=False)
-        return super().route(msg, gbid, via, source)
-
-    def send_failed(
-        self, msg: JoynrMessage, address: Address, reason: str = "no-connection", detail: str | None = None
-    ) -> list[Action]:
-        if isinstance(address, WebSocketAddress) and reason == "no-connection":
-            self._held.append(msg)
-            return []
-        return super().send_failed(msg, address, reason, detail)
-
-    def connection_restored(self) -> list[Action]:
-        """The cluster controller is reachable again: send what was held, in order."""
-        held, self._held = self._held, []
-        now = self.clock()
-        actions: list[Action] = []
-        for msg in held:
-            if msg.expiry_date_ms < now:
-                actions.append(Drop(msg, "expired"))
-            else:
-                actions.append(Send(msg, self.parent, resent=True))
-        return actions
-
-    @property
-    def held(self) -> int:
-        return len(self._held)
-
-    def _expire_held(self, now_ms: int) -> list[Action]:
-        expired = [m for m in self._held if m.expiry_date_ms < now_ms]
-        self._held = [m for m in self._held if m.expiry_date_ms >= now_ms]
-        return [Drop(m, "expired") for m in expired]
-
-    def _learn(self, msg: JoynrMessage, via: str, gbid: str | None, source: str | None) -> list[Action]:
-        if msg.type in REQUEST_TYPES and msg.sender not in self.table:
-            # Everything outside this runtime is reached through the cluster controller.
-            return [self._learn_route(msg.sender, RoutingEntry(self.parent, False, learned_expiry(msg)))]
-        return []
-
-    def _next_hop(self, msg: JoynrMessage, address: Address) -> list[Action]:
-        if isinstance(address, WebSocketAddress):
-            return [Send(msg, address)]
-        # No global connection and no clients in a libjoynr runtime.
         return [Drop(msg, "no-connection", via=via_of(address))]

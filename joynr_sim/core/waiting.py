@@ -3,8 +3,10 @@
 A message for a participant without a routing entry waits here until a route appears or
 it expires. The bounds (messages and payload bytes) keep a flood of messages for
 participants nobody knows from growing a runtime without end: past them the oldest
-waiting message makes room. Each message is kept with the transport it arrived over,
-which decides where it may go once its route appears.
+waiting message makes room. Each sender may hold at most ``max_per_sender`` of the
+messages (``fairness``), so one sender's flood cannot make room by evicting everyone
+else's. Each message is kept with the transport it arrived over, which decides where it
+may go once its route appears.
 """
 
 from __future__ import annotations
@@ -15,9 +17,14 @@ from .message import JoynrMessage
 
 
 class WaitingMessages:
-    def __init__(self, max_messages: int, max_bytes: int) -> None:
+    def __init__(self, max_messages: int, max_bytes: int, max_per_sender: int | None = None) -> None:
         self.max_messages = max_messages
         self.max_bytes = max_bytes
+        # A quarter of the queue by default: three senders' floods still leave room.
+        self.max_per_sender = max(1, max_messages // 4) if max_per_sender is None else max_per_sender
+        if self.max_per_sender < 1:
+            raise ValueError(f"max_queued_per_sender: at least 1, got {self.max_per_sender}")
+        self._by_sender: dict[str, int] = {}
         # Arrival order across participants (the oldest is found at once) and, per
         # participant, the keys of its own messages in the same order.
         self._messages: OrderedDict[int, tuple[JoynrMessage, str]] = OrderedDict()
@@ -28,6 +35,10 @@ class WaitingMessages:
     def fits(self, msg: JoynrMessage) -> bool:
         """Whether the message could wait here at all (with everything else made room for)."""
         return self.max_messages > 0 and len(msg.payload) <= self.max_bytes
+
+    def sender_full(self, sender: str) -> bool:
+        """Whether ``sender`` holds its whole share of the queue."""
+        return self._by_sender.get(sender, 0) >= self.max_per_sender
 
     def add(self, msg: JoynrMessage, via: str) -> list[JoynrMessage]:
         """Let ``msg`` wait; returns the oldest messages that had to make room for it."""
@@ -40,6 +51,7 @@ class WaitingMessages:
         self._next_key += 1
         self._messages[key] = (msg, via)
         self._by_participant.setdefault(msg.recipient, []).append(key)
+        self._by_sender[msg.sender] = self._by_sender.get(msg.sender, 0) + 1
         self.bytes += size
         return evicted
 
@@ -49,6 +61,7 @@ class WaitingMessages:
         for key in self._by_participant.pop(participant_id, []):
             msg, via = self._messages.pop(key)
             self.bytes -= len(msg.payload)
+            self._sender_left(msg.sender)
             taken.append((msg, via))
         return taken
 
@@ -65,8 +78,19 @@ class WaitingMessages:
     def _forget(self, key: int) -> JoynrMessage:
         msg, _ = self._messages.pop(key)
         self.bytes -= len(msg.payload)
+        self._sender_left(msg.sender)
         keys = self._by_participant[msg.recipient]
         keys.remove(key)
         if not keys:
             del self._by_participant[msg.recipient]
         return msg
+
+    def _sender_left(self, sender: str) -> None:
+        left = self._by_sender[sender] - 1
+        if left:
+            self._by_sender[sender] = left
+        else:
+            del self._by_sender[sender]
+
+    def held_by(self, sender: str) -> int:
+        return self._by_sender.get(sender, 0)

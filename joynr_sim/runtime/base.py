@@ -47,6 +47,7 @@ from ..core.discovery import (
     ProviderQos,
     Version,
 )
+from ..core.fairness import DEFAULT_MAX_LOOKUPS_PER_SENDER
 from ..core.limits import DEFAULT_MAX_FRAME_BYTES, WireLimits, shorten
 from ..core.message import ONE_WAY, REPLY, REQUEST, JoynrMessage
 from ..core.multicast import MulticastError, MulticastId
@@ -93,15 +94,19 @@ class Runtime:
         max_hops: int = DEFAULT_MAX_HOPS,
         max_queued: int = DEFAULT_MAX_QUEUED,
         max_queued_bytes: int = DEFAULT_MAX_QUEUED_BYTES,
+        max_queued_per_sender: int | None = None,
+        max_lookups_per_sender: int = DEFAULT_MAX_LOOKUPS_PER_SENDER,
         max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
         purge_interval_ms: int = 1000,
         seed: int | None = None,
         incarnation: int = 0,
     ) -> None:
         self.runtime_id = runtime_id
-        # The bounds of the router: hops, what may wait for a route, the largest frame.
+        # The bounds of the router: hops, what may wait for a route (in all and per sender),
+        # lookups per sender, the largest frame.
         self.router_options: dict[str, Any] = dict(
             max_hops=max_hops, max_queued=max_queued, max_queued_bytes=max_queued_bytes,
+            max_queued_per_sender=max_queued_per_sender, max_lookups_per_sender=max_lookups_per_sender,
             limits=WireLimits(max_frame_bytes=max_frame_bytes),
         )
         # Generated participant ids: reproducible when the run has a seed. A runtime started
@@ -271,7 +276,7 @@ class Runtime:
                 "corr": msg.header(REQUEST_REPLY_ID),
                 "exp": msg.expiry_date_ms,  # what a check needs to know whether it could still arrive
             }
-        self.trace.emit(ev, **fields, **extra)
+        self.trace.emit(ev, **(fields | extra))
 
     # -- carrying out the router's decisions ---------------------------------------------
     _on_action: dict[type, Callable[[Any, Any], None]]  # per class: _action_table
@@ -307,8 +312,10 @@ class Runtime:
 
     def _on_drop(self, action: Drop) -> None:
         extra = {k: v for k, v in (("via", action.via), ("gbid", action.gbid),
-                                   ("detail", action.detail), ("field", action.field))
+                                   ("detail", action.detail), ("field", action.field), ("count", action.count))
                  if v is not None}
+        if action.msg is None and action.sender is not None:
+            extra["from"] = action.sender  # a line counting a sender's messages
         self.trace_msg("msg.drop", action.msg, reason=action.reason, **extra)
 
     def _on_queue(self, action: Queue) -> None:

@@ -22,10 +22,10 @@ from ..core.address import (
     to_json,
 )
 from ..core.discovery import DiscoveryEntry, DiscoveryEntryWithMetaInfo
+from ..core.libjoynr_router import LibJoynrMessageRouter
 from ..core.limits import check_int
 from ..core.message import JoynrMessage, encode
 from ..core.multicast import MulticastId
-from ..core.router import LibJoynrMessageRouter
 from ..core.routing import RoutingEntry, RoutingTable
 from ..transport.websocket import WebSocketClient
 from .base import FOREVER_MS, Runtime
