@@ -57,6 +57,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import itertools
 import logging
 import os
@@ -360,6 +361,54 @@ class AdmittingBroker(Broker):
         for topic in list(self._subscriptions):
             await self._publish_retained_messages_for_subscription((topic, QOS_0), client_session)
         await self._client_message_loop(client_session, handler)
+
+    async def _client_message_loop(self, client_session: Session, handler: BrokerProtocolHandler) -> None:
+        # amqtt 0.12.1's loop, but what the client published is routed to its end. amqtt
+        # acknowledges a QoS 1 PUBLISH as it reads it and routes it later, from the session's
+        # queue, here; at the end of the connection it stopped, and what was still queued
+        # (and a message just taken from the queue) was never routed: lost with a clean
+        # session, late and out of order with a persistent one. Mosquitto routes a message
+        # before its PUBACK, which accepts ownership of it (section 4.3.2): what was
+        # acknowledged is delivered, before the will.
+        loop = asyncio.get_running_loop()
+        disconnect = asyncio.ensure_future(handler.wait_disconnect())
+        subscribe = asyncio.ensure_future(handler.get_next_pending_subscription())
+        unsubscribe = asyncio.ensure_future(handler.get_next_pending_unsubscription())
+        deliver = asyncio.ensure_future(handler.mqtt_deliver_next_message())
+        try:
+            while True:
+                done, _ = await asyncio.wait([disconnect, subscribe, unsubscribe, deliver],
+                                             return_when=asyncio.FIRST_COMPLETED)
+                if subscribe in done:
+                    await self._handle_subscription(client_session, handler, subscribe)
+                    subscribe = asyncio.ensure_future(handler.get_next_pending_subscription())
+                if unsubscribe in done:
+                    await self._handle_unsubscription(client_session, handler, unsubscribe)
+                    unsubscribe = asyncio.ensure_future(handler.get_next_pending_unsubscription())
+                if deliver in done:
+                    if not await self._handle_message_delivery(client_session, handler, deliver):
+                        break  # a protocol violation: amqtt ends the client's loop
+                    deliver = asyncio.ensure_future(handler.mqtt_deliver_next_message())
+                if disconnect in done:
+                    deliver.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await deliver
+                    # Taken from the queue before the cancel reached it: routed first.
+                    pending = [deliver.result()] if not deliver.cancelled() and deliver.result() else []
+                    queue = client_session.delivered_message_queue
+                    pending.extend(queue.get_nowait() for _ in range(queue.qsize()))
+                    for message in pending:
+                        read = loop.create_future()
+                        read.set_result(message)
+                        await self._handle_message_delivery(client_session, handler, read)
+                    await self._handle_disconnect(client_session, handler, disconnect)
+                    break
+        except asyncio.CancelledError:
+            pass  # amqtt's: a cancelled loop ends quietly
+        finally:
+            for waiter in (disconnect, subscribe, unsubscribe, deliver):
+                waiter.cancel()
+            await asyncio.gather(disconnect, subscribe, unsubscribe, deliver, return_exceptions=True)
 
     async def _publish_session_retained_messages(self, session: Session) -> None:
         # The offline queue, after the in-flight messages (section 4.6), in the order queued and

@@ -102,6 +102,13 @@ PROPERTIES: tuple[BrokerProperty, ...] = (
         "3.1.1 section 4.6 [MQTT-4.6.0-6]",
     ),
     BrokerProperty(
+        "publisher-gone", "delivery after the publisher left",
+        "QoS 1 messages a publisher had acknowledged (PUBACK) are delivered to the subscriber even when the "
+        "publisher disconnects right after its last PUBACK.",
+        True, "a reply a cluster controller handed over before it stopped or crashed still arrives",
+        "3.1.1 section 4.3.2 [MQTT-4.3.2-2] (the PUBACK accepts ownership of the message)",
+    ),
+    BrokerProperty(
         "retained", "retained message",
         "A retained message is delivered to a subscriber that subscribes later, with RETAIN set.",
         False, "joynr does not publish retained messages; informational",
@@ -129,6 +136,7 @@ DECLARED: dict[str, dict[str, Outcome]] = {
         "acl-subscribe-denied": Outcome(True, "SUBACK 0x80"),
         "inflight-window": Outcome(True, "window 50 or more, none held back"),
         "ordering": Outcome(True, "50 in order"),
+        "publisher-gone": Outcome(True, "500 of 500"),
         "retained": Outcome(True, "RETAIN=1"),
         "persistence": Outcome(False, "session present 0 after the restart"),  # sessions live in memory
     },
@@ -145,6 +153,7 @@ DECLARED: dict[str, dict[str, Outcome]] = {
         "acl-subscribe-denied": Outcome(True, "granted, nothing delivered"),
         "inflight-window": Outcome(True, "window 20"),
         "ordering": Outcome(True, "50 in order"),
+        "publisher-gone": Outcome(True, "500 of 500"),
         "retained": Outcome(True, "RETAIN=1"),
         "persistence": Outcome(True, "session and message kept"),
     },

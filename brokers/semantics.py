@@ -48,6 +48,7 @@ LOOP_S = 0.02  # a client's network thread wakes at least this often
 QUEUED = 3  # offline-queue: messages published while the subscriber is away
 WINDOW_PROBE = 50  # inflight-window: messages published to a subscriber that withholds acks
 IN_ORDER = 50  # ordering: messages of one publisher to one topic
+PUBLISHER_GONE = 500  # publisher-gone: messages acknowledged just before the publisher leaves
 RESTART_TIMEOUT_S = 90.0  # a broker's crash and start (amqtt's start imports it anew)
 # An external broker is checked as it is: not restarted, and its own grants apply, not joynr-sim's.
 EXTERNAL_SKIP = {
@@ -425,6 +426,20 @@ def ordering(s: Session) -> Outcome:
     return Outcome(True, f"{IN_ORDER} in order")
 
 
+def publisher_gone(s: Session) -> Outcome:
+    sub = s.subscriber("sub")
+    pub = s.client("pub")
+    infos = [pub.publish(unicast(sub), f"gone-{i}".encode(), wait=False) for i in range(PUBLISHER_GONE)]
+    for i, info in enumerate(infos):
+        if not pub.acked(info):
+            raise NotKept(f"no PUBACK for gone-{i} within {WAIT_S:g} s")
+    pub.disconnect()  # at once: whatever the broker has not routed yet is its to deliver
+    got = _distinct(sub, PUBLISHER_GONE)
+    if len(got) < PUBLISHER_GONE:
+        raise NotKept(f"{len(got)} of {PUBLISHER_GONE} acknowledged messages delivered within {WAIT_S:g} s")
+    return Outcome(True, f"{PUBLISHER_GONE} of {PUBLISHER_GONE}")
+
+
 def retained(s: Session) -> Outcome:
     topic = f"{s.client_id('sub')}/low"
     pub = s.client("pub")
@@ -481,6 +496,7 @@ CHECKS: dict[str, Callable[[Session], Outcome]] = {
     "acl-subscribe-denied": acl_subscribe_denied,
     "inflight-window": inflight_window,
     "ordering": ordering,
+    "publisher-gone": publisher_gone,
     "retained": retained,
     "persistence": persistence,
 }

@@ -31,6 +31,7 @@ pytestmark = pytest.mark.e2e  # broker processes
 GBID = "gbid-a"
 SLOW_ACK_S = 6.0  # longer than the 5 s amqtt 0.12.1 waited for a PUBACK before dropping the message
 CONNACK, PUBLISH, SUBACK, PINGRESP = 2, 3, 9, 13
+N_GONE = 2_000  # publisher-gone: messages acknowledged just before the publisher disconnects
 BACKLOG, PADDING = 120, b"." * 128 * 1024  # 15 MiB queued: more than socket buffers hold
 
 
@@ -460,5 +461,25 @@ async def test_subscriber_slower_than_5_s_loses_nothing(
         assert (again.payload, again.dup) == (b"no-ack", True)  # the late PUBACK settled the first
         s.publish(b"next")
         assert back.receive().payload == b"next"
+
+    await _run(amqtt_brokers, wires, scenario)
+
+
+async def test_what_a_publisher_had_acknowledged_is_delivered_after_it_disconnects(
+    amqtt_brokers: BrokerFactory, wires: list[Wire]
+) -> None:
+    # amqtt 0.12.1 routed a publisher's messages after acknowledging them, one at a time; a
+    # publisher that disconnected right after its last PUBACK lost what was not routed yet.
+    def scenario(s: Scene) -> None:
+        sub = s.subscriber()
+        s.publish_at_once(range(N_GONE), b"")
+        s.pub.disconnect()
+        got = []
+        while len(got) < N_GONE:
+            m = sub.receive()
+            sub.ack(m)
+            got.append(m)
+        assert numbered(got) == list(range(N_GONE))
+        s.pub = Client(s.brokers, GBID, unique("pub")).connect()  # for the scene's close
 
     await _run(amqtt_brokers, wires, scenario)

@@ -7,11 +7,11 @@ from __future__ import annotations
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from test_router import Clock, cc_router, kinds, message
 
 from joynr_sim.core.actions import Drop, Queue, Received, Resolve
 from joynr_sim.core.address import MqttAddress
 from joynr_sim.core.fairness import SenderShares
+from test_router import Clock, cc_router, kinds, message
 
 ATTACKER_REPLY_TO = MqttAddress("gbid1", "attacker")
 
@@ -60,28 +60,42 @@ def test_a_sender_has_its_share_of_lookups_under_way_and_gets_more_as_they_end()
     assert isinstance(router.receive(message(to="other", sender="consumer"), "mqtt", "gbid1")[-1], Resolve)
 
 
-def test_a_sender_past_its_share_is_traced_one_by_one_then_counted_per_window() -> None:
+def test_a_sender_whose_messages_were_dropped_too_often_is_counted_not_traced() -> None:
     clock = Clock()
     router = cc_router(clock, max_queued=4, max_queued_per_sender=1)
+    router.shares.traced_drops = 100
     actions = flood(router, 1 + 100 + 400)  # one waits, 100 traced drops, 400 counted
     drops = [a for a in actions if isinstance(a, Drop)]
-    assert len(drops) == 100 and all(d.msg is not None for d in drops)
+    assert len(drops) == 100 and all(d.msg is not None and d.reason == "sender-limit" for d in drops)
     assert router.advance(clock.now + 1) == []  # the window is still open
     clock.now += 10_000
-    (summary,) = [a for a in router.advance(clock.now) if isinstance(a, Drop)]
-    assert (summary.msg, summary.reason, summary.sender, summary.count) == (None, "sender-limit", "attacker", 400)
-    assert router.advance(clock.now + 20_000) == []  # said once
+    (summary,) = [a for a in router.advance(clock.now) if isinstance(a, Drop) and a.msg is None]
+    assert (summary.reason, summary.sender, summary.count) == ("sender-limit", "attacker", 400)
+    assert "100 dropped" in summary.detail
+    assert [a for a in router.advance(clock.now + 20_000) if isinstance(a, Drop) and a.msg is None] == []
     # A new window traces again.
     assert isinstance(flood(router, 1)[0], Drop)
 
 
-def test_a_window_closed_by_the_next_drop_is_summed_up_before_it() -> None:
-    shares = SenderShares(traced_drops=1, window_ms=10)
-    msg = message(sender="s")
-    assert [d.msg for d in shares.drop(msg, 0, "x")] == [msg]
-    assert shares.drop(msg, 5, "x") == [] and shares.drop(msg, 6, "x") == []
-    summary, traced = shares.drop(msg, 10, "x")
-    assert (summary.count, traced.msg) == (2, msg)
+def test_any_drop_counts_towards_the_share_and_a_muted_sender_is_refused_even_with_a_route() -> None:
+    from test_router import in_process
+    clock = Clock()
+    router = cc_router(clock)
+    router.shares.traced_drops = 10
+    in_process(router, "provider")
+    expired = [message(to="provider", sender="replayer", ttl=-1, id=f"old-{i}") for i in range(10)]
+    for msg in expired:
+        assert kinds(router.receive(msg, "mqtt", "gbid1"))[-1] == "Drop:expired"
+    # From now on, within the window, even a deliverable message of that sender is refused.
+    assert router.receive(message(to="provider", sender="replayer", id="fresh"), "mqtt", "gbid1") == []
+    # Duplicates count too, and other senders are untouched.
+    dup = message(to="provider", sender="consumer", id="d")
+    router.receive(dup, "mqtt", "gbid1")
+    assert kinds(router.receive(dup, "mqtt", "gbid1")) == ["Drop:duplicate"]
+    assert "Deliver" in kinds(router.receive(message(to="provider", sender="consumer"), "mqtt", "gbid1"))
+    clock.now += 10_000
+    (summary,) = [a for a in router.advance(clock.now) if isinstance(a, Drop) and a.msg is None]
+    assert (summary.sender, summary.count) == ("replayer", 1)
 
 
 def test_messages_with_a_route_are_never_limited() -> None:
@@ -114,3 +128,23 @@ def test_no_sender_holds_more_than_its_share_and_every_message_is_accounted_for(
             router.resolved(next(iter(router._resolving)))
         for s in ("a", "b", "c"):
             assert router.waiting.held_by(s) <= 3 and router.shares.lookups(s) <= 2
+
+
+def test_a_window_closed_by_the_next_drop_is_summed_up_before_it() -> None:
+    shares = SenderShares(traced_drops=1, window_ms=10)
+    drop = [Drop(message(sender="s"), "expired")]
+    assert shares.note("s", 0, drop) == drop
+    assert shares.muted("s", 5)
+    shares.count("s")
+    shares.count("s")
+    assert not shares.muted("s", 10)  # the window closed
+    summary, *rest = shares.note("s", 10, drop)
+    assert (summary.count, rest) == (2, drop)
+
+
+def test_a_stop_sums_up_the_open_windows() -> None:
+    shares = SenderShares(traced_drops=1, window_ms=10_000)
+    shares.note("s", 0, [Drop(message(sender="s"), "expired")])
+    shares.count("s")
+    (summary,) = shares.flush()
+    assert (summary.sender, summary.count) == ("s", 1) and shares.flush() == []

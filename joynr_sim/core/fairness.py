@@ -13,12 +13,16 @@ broker carries: MQTT 3.1.1 does not tell a subscriber who published) gets a shar
 - of the waiting queue: ``WaitingMessages.max_per_sender`` messages;
 - of discovery lookups: ``max_lookups`` lookups under way at once that its messages
   started;
-- of the trace: ``traced_drops`` ``sender-limit`` drops traced one by one per window of
-  ``window_ms``; the rest of the window is one line that counts them.
+- of the trace: once ``traced_drops`` of a sender's received messages were dropped (for
+  any reason: past a share, expired, duplicates, ...) within a window of ``window_ms``,
+  every further message it sends this runtime in that window is refused with reason
+  ``sender-limit`` and counted, not traced; one ``msg.drop`` line with ``count`` sums them
+  up when the window closes.
 
 A message past its sender's share is dropped with reason ``sender-limit`` before it is
-received (no ``msg.in``, no reply-to route learned, nothing queued or looked up), so the
-flood costs a decode and a dictionary lookup per message, and everyone else's calls go on.
+received (no ``msg.in``, no reply-to route learned, nothing queued or looked up), so a
+flood costs a decode and two dictionary lookups per message, and everyone else's calls go
+on.
 A sender that forges a new participant id for every message is bounded only by the
 queue's own bounds; that is the limit of what a frame tells.
 """
@@ -26,10 +30,9 @@ queue's own bounds; that is the limit of what a frame tells.
 from __future__ import annotations
 
 from .actions import Drop
-from .message import JoynrMessage
 
 DEFAULT_MAX_LOOKUPS_PER_SENDER = 16
-DEFAULT_TRACED_DROPS_PER_SENDER = 100
+DEFAULT_TRACED_DROPS_PER_SENDER = 1_000
 DEFAULT_WINDOW_MS = 10_000
 
 
@@ -68,17 +71,26 @@ class SenderShares:
         return self._lookups.get(sender, 0)
 
     # -- trace volume ------------------------------------------------------------------
-    def drop(self, msg: JoynrMessage, now_ms: int, detail: str) -> list[Drop]:
-        """The ``sender-limit`` drop of ``msg``: traced while the sender's window has room,
-        else counted; a window that closed with counted drops is summed up first."""
-        actions = self._close(msg.sender, now_ms)
-        window = self._windows.setdefault(msg.sender, [now_ms, 0, 0])
-        if window[1] < self.traced_drops:
-            window[1] += 1
-            actions.append(Drop(msg, "sender-limit", detail=detail))
-        else:
-            window[2] += 1
-        return actions
+    def muted(self, sender: str, now_ms: int) -> bool:
+        """Whether ``sender``'s received messages were dropped ``traced_drops`` times in its
+        window: until the window closes, each further one is refused and counted only."""
+        window = self._windows.get(sender)
+        return window is not None and window[1] >= self.traced_drops and now_ms - window[0] < self.window_ms
+
+    def note(self, sender: str, now_ms: int, actions: list) -> list:
+        """Count the drops among what a received message of ``sender`` led to; a window of
+        the sender that closed is summed up first. Returns ``actions``, after any summary."""
+        dropped = sum(1 for a in actions if type(a) is Drop)
+        if not dropped:
+            return actions
+        summary = self._close(sender, now_ms)
+        window = self._windows.setdefault(sender, [now_ms, 0, 0])
+        window[1] += dropped
+        return summary + actions if summary else actions
+
+    def count(self, sender: str) -> None:
+        """A message of a muted sender, refused and counted, not traced."""
+        self._windows[sender][2] += 1
 
     def advance(self, now_ms: int) -> list[Drop]:
         """Sum up every window that closed by ``now_ms``."""
@@ -87,14 +99,22 @@ class SenderShares:
             actions.extend(self._close(sender, now_ms))
         return actions
 
-    def _close(self, sender: str, now_ms: int) -> list[Drop]:
+    def flush(self) -> list[Drop]:
+        """Sum up every window now, closed or not: the runtime stops."""
+        actions: list[Drop] = []
+        for sender in list(self._windows):
+            actions.extend(self._close(sender, None))
+        return actions
+
+    def _close(self, sender: str, now_ms: int | None) -> list[Drop]:
         window = self._windows.get(sender)
-        if window is None or now_ms - window[0] < self.window_ms:
+        if window is None or (now_ms is not None and now_ms - window[0] < self.window_ms):
             return []
         del self._windows[sender]
         if not window[2]:
             return []
         return [Drop(
             None, "sender-limit", sender=sender, count=window[2],
-            detail=f"{window[2]} more messages of sender {sender!r} past its share, not traced one by one",
+            detail=f"{window[2]} more messages of sender {sender!r}, which had {window[1]} dropped "
+                   f"within {self.window_ms} ms, not traced one by one",
         )]

@@ -127,8 +127,17 @@ class MessageRouter:
         self, msg: JoynrMessage, via: str, gbid: str | None = None, source: str | None = None
     ) -> list[Action]:
         """A message arrived on a transport (``source``: the WebSocket client it came from).
-        One that would wait past its sender's share is refused before it is received."""
-        refused = self._past_share(msg)
+        One of a sender past its share of the trace is refused and counted; the drops of
+        the rest count towards their sender's share (``fairness``)."""
+        now = self.clock()
+        if self.shares.muted(msg.sender, now):
+            self.shares.count(msg.sender)
+            return []
+        return self.shares.note(msg.sender, now, self._receive(msg, via, gbid, source))
+
+    def _receive(self, msg: JoynrMessage, via: str, gbid: str | None, source: str | None) -> list[Action]:
+        # One that would wait past its sender's share is refused before it is received.
+        refused = self._past_share(msg, via, gbid)
         if refused is not None:
             return refused
         actions: list[Action] = [Received(msg, via, gbid)]
@@ -220,7 +229,8 @@ class MessageRouter:
         return True
 
     # -- helpers ---------------------------------------------------------------------
-    def _past_share(self, msg: JoynrMessage, ask: bool = True) -> list[Action] | None:
+    def _past_share(self, msg: JoynrMessage, via: str, gbid: str | None = None, ask: bool = True
+                    ) -> list[Action] | None:
         """The sender-limit drop of a message that would wait for a route while its sender
         holds its share of the queue, or would start a lookup while its sender has its share
         of lookups under way; None when it may go on (``fairness``)."""
@@ -234,12 +244,12 @@ class MessageRouter:
             why = f"sender has {self.shares.lookups(sender)} discovery lookups under way, its share"
         else:
             return None
-        return list(self.shares.drop(msg, self.clock(), why))
+        return [Drop(msg, "sender-limit", via=via, gbid=gbid, detail=why)]
 
     def _enqueue(self, msg: JoynrMessage, via: str, ask: bool = True) -> list[Action]:
         if not self.waiting.fits(msg):
             return [Drop(msg, "queue-full", detail=f"{len(msg.payload)} bytes do not fit the queue")]
-        refused = self._past_share(msg, ask)
+        refused = self._past_share(msg, via, ask=ask)
         if refused is not None:
             return refused
         actions: list[Action] = [Drop(old, "queue-full") for old in self.waiting.add(msg, via)]
@@ -287,14 +297,12 @@ class CcMessageRouter(MessageRouter):
         self.resolves = resolves
         self._seen = BoundedMemory(kwargs.get("memory", MEMORY))  # (id, hops) received over MQTT
 
-    def receive(
-        self, msg: JoynrMessage, via: str, gbid: str | None = None, source: str | None = None
-    ) -> list[Action]:
+    def _receive(self, msg: JoynrMessage, via: str, gbid: str | None, source: str | None) -> list[Action]:
         # A re-sent copy arrives with the hop count of the first; a looping message comes
         # back with a higher one and must go on looping until the hop limit stops it.
         if via == "mqtt" and not self._seen.add((msg.id, msg.hops)):
             return [Drop(msg, "duplicate", via=via, gbid=gbid)]
-        return super().receive(msg, via, gbid, source)
+        return super()._receive(msg, via, gbid, source)
 
     def client_gone(self, client_id: str) -> list[Action]:
         """A libjoynr runtime's connection went. Seed 000 keeps its WebSocketClient routes

@@ -172,6 +172,7 @@ class Runtime:
         for pid in list(self.providers):
             await self.unregister_provider(pid)
         await self._drain()
+        self.carry_out(self.router.shares.flush())  # what was counted, not traced, is said
         self._halt()
         await self._stop_transports()
         self.emit("life.stop", target=self.runtime_id, target_kind=self.kind)
