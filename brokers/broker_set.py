@@ -17,22 +17,19 @@ Logins (``brokers.access``): every client logs in as itself, its client id as us
 with a password derived from the set's secret (``<run dir>/brokers/secret``, owner-only);
 it may subscribe within ``<client id>/#`` and publish to ``<any topic>/low``.
 ``admin_credentials`` are the simulator's own, for any client id and topic. amqtt checks
-the derived passwords itself; Mosquitto's dynamic security plugin holds every login, so a
-client id it has not seen is sent to the running brokers (over the plugin's control topic,
-no reload) before ``credentials`` returns, and written into the plugin's config for a
-broker that starts; logins asked for from several threads meanwhile share one request
-(``brokers.mosquitto`` says why not a password file).
+the derived passwords itself; Mosquitto's plugin is told each login before ``credentials``
+returns (``brokers.kinds.MosquittoBrokers``).
 
 Sessions: amqtt keeps them in memory, so a broker stop or crash loses every persistent
 session and queued message; Mosquitto persists them in the run directory, saved after
 every ``autosave`` counted changes (default 1: every change; see ``brokers.mosquitto`` for
 what a SIGKILL loses under each). Either way a persistent session survives a *client's* crash.
 
-Longer than 400 lines because it is one class, the lifecycle of a set of broker
-processes (ports, locks, start, stop, crash, restart and their trace events, and adding
-Mosquitto's logins to running processes, which depends on that lifecycle),
-which reads best in one place. Parsing the choice (``spec``), probing a broker (``probe``),
-the login and topic model (``access``) and Mosquitto's files (``mosquitto``) live apart.
+The set keeps what every kind shares: the lifecycle of its broker processes (ports, locks,
+start, stop, crash, restart and their trace events), their readiness and their logs; it asks
+the strategy of its kind (``kinds``) for what differs: endpoints, logins, each kind's process.
+Parsing the choice (``spec``), probing a broker (``probe``), the login and topic model
+(``access``) and Mosquitto's files (``mosquitto``) live apart.
 """
 
 from __future__ import annotations
@@ -40,23 +37,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import secrets
 import signal
 import socket
-import sys
-import threading
 import time
 import weakref
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING
 
-from . import access, mosquitto
+from . import access
+from .kinds import PROBE_TIMEOUT_S, Broker, BrokerError, Secret, choose, lookup
+from .kinds import SECRET_ENV as SECRET_ENV  # the amqtt broker process imports it from here
 from .listeners import listens_on
-from .probe import CONNACK_CODES, connect_packet, probe, reason
-from .spec import EXTERNAL, GBID_RE, BrokerSpec, ExternalBroker, parse_broker
+from .probe import connect_packet, probe
+from .spec import GBID_RE, BrokerSpec, parse_broker
 
 if TYPE_CHECKING:
     from joynr_sim.trace import TraceWriter
@@ -64,39 +58,9 @@ if TYPE_CHECKING:
 HOST = "127.0.0.1"
 START_TIMEOUT_S = 30.0  # amqtt's imports alone take a few seconds on a busy 2-core machine
 STOP_TIMEOUT_S = 10.0
-PROBE_TIMEOUT_S = 2.0
 PROBE_INTERVAL_S = 0.05
 PORT_ATTEMPTS = 3  # a freshly chosen free port can be taken by someone else before we bind
 LOG_TAIL_LINES = 20
-SECRET_FILE = "secret"
-SECRET_ENV = "JOYNR_SIM_BROKER_SECRET"  # how an amqtt broker process gets the secret
-
-_PROJECT_ROOT = Path(__file__).resolve().parent.parent
-
-
-class BrokerError(RuntimeError):
-    """A broker could not be started, stopped or reached, or the operation does not apply."""
-
-
-@dataclass
-class _Broker:
-    gbid: str
-    host: str
-    port: int | None = None
-    process: asyncio.subprocess.Process | None = None
-    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    ready: bool = False  # answered a CONNECT since it was started: it takes new logins
-    loaded: int = -1  # Mosquitto: the generation of the logins it has
-    # Mosquitto: held while its plugin config is written and while logins are sent to it.
-    logins_lock: threading.Lock = field(default_factory=threading.Lock)
-
-    @property
-    def target(self) -> str:
-        return f"broker-{self.gbid}"
-
-    @property
-    def running(self) -> bool:
-        return self.process is not None and self.process.returncode is None
 
 
 # Ports handed to brokers of this process that are not stopped yet: runs side by side (the
@@ -155,20 +119,10 @@ class BrokerSet:
         self.run_dir = Path(run_dir).resolve()
         self.trace = trace
         self._spec = parse_broker(broker, gbids)
-        self._kind = self._spec.kind
-        self._external: dict[str, ExternalBroker] = self._spec.external
-        if autosave is not None and self._kind != "mosquitto":
-            raise ValueError(f"autosave: Mosquitto's save interval, for broker='mosquitto' only, not {self._kind}")
-        self.autosave = mosquitto.check_autosave(mosquitto.AUTOSAVE_CHANGES if autosave is None else autosave)
-        self._mosquitto_binary = mosquitto.find_binary() if self._kind == "mosquitto" else None
-        self._mosquitto_plugin = (mosquitto.find_plugin(self._mosquitto_binary)
-                                  if self._mosquitto_binary is not None else None)
-        self._brokers = {g: _Broker(g, HOST) for g in gbids}
-        self._secret: str | None = None
-        self._accounts: mosquitto.Accounts | None = None
-        # Guards the secret and Mosquitto's accounts: credentials are asked for from any thread.
-        # A broker's logins_lock is taken before it.
-        self._accounts_lock = threading.Lock()
+        self._brokers = {g: Broker(g, HOST, self.broker_dir / f"{g}.log") for g in gbids}
+        self._secret = Secret(self.broker_dir)
+        self._kind = choose(self._spec, self._brokers, self.broker_dir, self._secret, autosave)
+        self.autosave = self._kind.autosave
         self._pids: dict[str, int] = {}
         self._finalizer = weakref.finalize(self, _kill_leftovers, self._pids)
 
@@ -177,7 +131,7 @@ class BrokerSet:
     @property
     def kind(self) -> str:
         """``amqtt``, ``mosquitto`` or ``external``."""
-        return self._kind
+        return self._kind.name
 
     @property
     def spec(self) -> BrokerSpec:
@@ -189,17 +143,10 @@ class BrokerSet:
         return self.run_dir / "brokers"
 
     def log_path(self, gbid: str) -> Path:
-        self._get(gbid)
-        return self.broker_dir / f"{gbid}.log"
+        return self._get(gbid).log
 
     def endpoint(self, gbid: str) -> tuple[str, int]:
-        if self._kind == EXTERNAL:
-            external = self._external[self._get(gbid).gbid]
-            return external.host, external.port
-        b = self._get(gbid)
-        if b.port is None:
-            raise BrokerError(f"gbid {gbid!r}: broker not started yet, it has no port")
-        return b.host, b.port
+        return self._kind.endpoint(self._get(gbid))
 
     def url(self, gbid: str) -> str:
         host, port = self.endpoint(gbid)
@@ -216,16 +163,7 @@ class BrokerSet:
         password in the URL of ``gbid`` (without ``gbid``: of the first URL that has one),
         else the client id and an empty password (for a broker that allows anonymous access).
         """
-        if self._kind == EXTERNAL:
-            if not isinstance(client_id, str) or not client_id:
-                raise ValueError(f"client_id: expected a non-empty string, got {client_id!r}")
-            urls = [self._external[self._get(gbid).gbid]] if gbid is not None else self._external.values()
-            for external in urls:
-                if external.username is not None:
-                    return external.username, external.password or ""
-            return client_id, ""
-        access.check_client_id(client_id)
-        return self._login(client_id, gbid)
+        return self._kind.credentials(client_id, gbid)
 
     def admit(self, client_ids: list[str]) -> None:
         """Let these client ids in on every broker of the set, ahead of their first
@@ -233,25 +171,15 @@ class BrokerSet:
         parallel) instead of one per login; before ``start``, the brokers read them when
         they start, which is cheapest (see ``brokers.mosquitto``). Every id is checked
         before any is added."""
-        checked = [access.check_client_id(c) for c in client_ids]
-        if self._kind != "mosquitto":
-            return
-        secret = self._ensure_secret()
-        with self._accounts_lock:
-            accounts = self._mosquitto_accounts(secret)
-            wanted = max((accounts.add(c) for c in checked), default=-1)
-        self._provide_all(list(self._brokers.values()), accounts, wanted)
+        self._kind.admit([access.check_client_id(c) for c in client_ids])
 
     def admin_credentials(self, gbid: str | None = None) -> tuple[str, str]:
         """The simulator's administrative login: any client id, every topic (``#``)."""
-        if self._kind == EXTERNAL:
-            raise BrokerError("admin_credentials: the brokers are external; joynr-sim has no login of its own there")
-        return self._login(access.ADMIN_USERNAME, gbid)
+        return self._kind.admin_credentials(gbid)
 
     def is_running(self, gbid: str) -> bool:
-        if self._kind == EXTERNAL:
-            return True  # as far as we know; we do not manage it
-        return self._get(gbid).running
+        """Whether the broker of ``gbid`` runs; an external one does, as far as we know."""
+        return self._kind.running(gbid)
 
     def pid(self, gbid: str) -> int | None:
         b = self._get(gbid)
@@ -276,10 +204,8 @@ class BrokerSet:
 
         External brokers are not started but probed once (an MQTT CONNECT with the
         credentials of their URL), so one that cannot be reached is named at once."""
-        if self._kind == EXTERNAL:
-            await asyncio.gather(*(self._probe_external(g) for g in self.gbids))
-            return
-        todo = [b for b in self._brokers.values() if not b.running]
+        await self._kind.probe()
+        todo = [b for b in self._brokers.values() if not self.is_running(b.gbid)]  # external ones count as running
         fresh = self._assign_ports(todo)
         results = await asyncio.gather(
             *(self._start(b, "life.start", b in fresh) for b in todo), return_exceptions=True
@@ -289,25 +215,8 @@ class BrokerSet:
             await asyncio.gather(*(self._stop(b) for b in todo))
             raise errors[0]
 
-    async def _probe_external(self, gbid: str) -> None:
-        external = self._external[gbid]
-        client_id = f"joynr-sim-probe-{gbid}-{secrets.token_hex(4)}"
-        packet = connect_packet(client_id, *self.credentials(client_id, gbid))
-        where = f"gbid {gbid!r}: external broker {external.url()}"
-        try:
-            code = await asyncio.wait_for(probe(external.host, external.port, packet), PROBE_TIMEOUT_S)
-        except TimeoutError:
-            raise BrokerError(f"{where}: no CONNACK within {PROBE_TIMEOUT_S:g} s") from None
-        except (OSError, asyncio.IncompleteReadError) as exc:
-            raise BrokerError(f"{where} cannot be reached: {reason(exc)}") from None
-        if code != 0:
-            raise BrokerError(f"{where} refused the connection (CONNACK return code {code}: "
-                              f"{CONNACK_CODES.get(code, 'unknown')})")
-
     async def stop(self) -> None:
         """Stop every running broker cleanly (SIGTERM, SIGKILL after a timeout)."""
-        if self._kind == EXTERNAL:
-            return
         await asyncio.gather(*(self._stop(b) for b in self._brokers.values()))
         _PICKED.difference_update(b.port for b in self._brokers.values() if b.port is not None)
 
@@ -349,22 +258,15 @@ class BrokerSet:
 
     # -- internals -------------------------------------------------------------------
 
-    def _get(self, gbid: str) -> _Broker:
-        try:
-            return self._brokers[gbid]
-        except (KeyError, TypeError):
-            raise ValueError(f"gbid: unknown GBID {gbid!r}; this broker set has {self.gbids}") from None
+    def _get(self, gbid: str) -> Broker:
+        return lookup(self._brokers, gbid)
 
-    def _managed(self, gbid: str, op: str) -> _Broker:
+    def _managed(self, gbid: str, op: str) -> Broker:
         b = self._get(gbid)
-        if self._kind == EXTERNAL:
-            raise BrokerError(
-                f"{op}({gbid!r}): the broker for this GBID is external ({self.url(gbid)}); "
-                "joynr-sim does not start, stop or crash external brokers"
-            )
+        self._kind.refuse(op, b)
         return b
 
-    def _assign_ports(self, brokers: list[_Broker]) -> list[_Broker]:
+    def _assign_ports(self, brokers: list[Broker]) -> list[Broker]:
         """Give a port to each broker that has none yet; returns those."""
         fresh = [b for b in brokers if b.port is None]
         taken = {b.port for b in self._brokers.values() if b.port is not None}
@@ -372,103 +274,7 @@ class BrokerSet:
             b.port = port
         return fresh
 
-    def _ensure_secret(self) -> str:
-        """The secret every password derives from, kept in the run dir so a new set on
-        it (a broker restarted by a new process) lets the same clients in."""
-        with self._accounts_lock:
-            if self._secret is None:
-                path = self.broker_dir / SECRET_FILE
-                self.broker_dir.mkdir(parents=True, exist_ok=True)
-                if path.exists():
-                    self._secret = path.read_text(encoding="utf-8").strip()
-                if not self._secret:
-                    self._secret = secrets.token_hex(16)
-                    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-                    with os.fdopen(fd, "w", encoding="utf-8") as f:
-                        f.write(self._secret + "\n")
-            return self._secret
-
-    def _login(self, username: str, gbid: str | None) -> tuple[str, str]:
-        """(username, its password); on Mosquitto, once the brokers it may use let it in."""
-        brokers = [self._get(gbid)] if gbid is not None else list(self._brokers.values())
-        secret = self._ensure_secret()
-        if self._kind == "mosquitto":
-            with self._accounts_lock:
-                accounts = self._mosquitto_accounts(secret)
-                wanted = accounts.add(username)
-            self._provide_all(brokers, accounts, wanted)
-        return username, access.password(secret, username)
-
-    def _mosquitto_accounts(self, secret: str) -> mosquitto.Accounts:
-        """(Under ``_accounts_lock``.)"""
-        if self._accounts is None:
-            self._accounts = mosquitto.Accounts(self.broker_dir, secret)
-        return self._accounts
-
-    def _provide_all(self, brokers: list[_Broker], accounts: mosquitto.Accounts, wanted: int) -> None:
-        """``_provide`` on each broker, in parallel when there are several."""
-        todo = [b for b in brokers if b.ready and b.loaded < wanted]
-        if len(todo) <= 1:
-            for b in todo:
-                self._provide(b, accounts, wanted)
-            return
-        with ThreadPoolExecutor(len(todo), thread_name_prefix="mosquitto-logins") as pool:
-            for done in [pool.submit(self._provide, b, accounts, wanted) for b in todo]:
-                done.result()
-
-    def _provide(self, b: _Broker, accounts: mosquitto.Accounts, wanted: int) -> None:
-        """Have a running Mosquitto let in the logins up to generation ``wanted``.
-
-        Sends every login added since the generation it has, so logins that wait here while
-        one request runs share the next. A broker not ready (stopped, crashed, starting)
-        reads them all from its plugin config when it starts; one that goes away meanwhile
-        is left to its owner."""
-        with b.logins_lock:
-            if not b.ready or b.process is None or b.loaded >= wanted:
-                return
-            with self._accounts_lock:
-                generation = accounts.generation
-                commands = accounts.commands(accounts.since(max(b.loaded, 0)))
-                login = accounts.logins_login()
-            assert b.port is not None
-            try:
-                mosquitto.send_logins(b.host, b.port, login, commands)
-            except (OSError, mosquitto.ControlError) as exc:
-                if not b.ready or not b.running:
-                    return
-                raise BrokerError(
-                    f"gbid {b.gbid!r}: mosquitto on port {b.port} did not take {len(commands)} new "
-                    f"login(s) within {mosquitto.CONTROL_TIMEOUT_S:g} s per {mosquitto.CHUNK_LOGINS} "
-                    f"({reason(exc)}); {self.log_path(b.gbid)}"
-                ) from None
-            b.loaded = generation
-
-    def _command(self, b: _Broker) -> tuple[list[str], dict[str, str]]:
-        assert b.port is not None
-        env = dict(os.environ)
-        if self._kind == "amqtt":
-            # The broker module must import from this checkout even if it is not installed.
-            env["PYTHONPATH"] = os.pathsep.join(
-                p for p in (str(_PROJECT_ROOT), env.get("PYTHONPATH", "")) if p
-            )
-            env[SECRET_ENV] = self._ensure_secret()
-            argv = [
-                sys.executable, "-m", "brokers.amqtt_broker",
-                "--gbid", b.gbid, "--host", b.host, "--port", str(b.port), "--exit-on-stdin-eof",
-            ]
-            return argv, env
-        assert self._mosquitto_binary is not None and self._mosquitto_plugin is not None
-        secret = self._ensure_secret()
-        self.broker_dir.mkdir(parents=True, exist_ok=True)
-        with b.logins_lock, self._accounts_lock:
-            accounts = self._mosquitto_accounts(secret)
-            b.loaded = accounts.write(b.gbid)  # it reads every login from its plugin config when it starts
-        config = self.broker_dir / f"{b.gbid}.conf"
-        mosquitto.write_config(config, b.port, self._mosquitto_plugin, accounts.config_path(b.gbid),
-                               accounts.acl_path, self.broker_dir / f"{b.gbid}.mosquitto", self.autosave)
-        return mosquitto.command(self._mosquitto_binary, config), env
-
-    async def _start(self, b: _Broker, ev: str, may_move_port: bool) -> None:
+    async def _start(self, b: Broker, ev: str, may_move_port: bool) -> None:
         async with b.lock:
             if b.running:
                 return
@@ -484,51 +290,42 @@ class BrokerSet:
                     b.port = _free_ports(1, taken)[0]
             self._emit(ev, b)
 
-    async def _spawn_and_wait(self, b: _Broker) -> None:
+    async def _spawn_and_wait(self, b: Broker) -> None:
         assert b.port is not None
-        argv, env = self._command(b)
+        argv, env = self._kind.command(b)
         self.broker_dir.mkdir(parents=True, exist_ok=True)
-        log_path = self.broker_dir / f"{b.gbid}.log"
-        with open(log_path, "ab") as log:
-            log.write(f"--- joynr-sim: starting {self._kind} broker for GBID {b.gbid} on port {b.port}\n".encode())
+        with open(b.log, "ab") as log:
+            log.write(f"--- joynr-sim: starting {self._kind.name} broker for GBID {b.gbid} on port {b.port}\n".encode())
             log.flush()
             b.process = await asyncio.create_subprocess_exec(
                 *argv,
-                stdin=asyncio.subprocess.PIPE if self._kind == "amqtt" else asyncio.subprocess.DEVNULL,
+                stdin=self._kind.stdin,
                 stdout=log,
                 stderr=asyncio.subprocess.STDOUT,
                 env=env,
             )
         self._pids[b.gbid] = b.process.pid
         try:
-            await self._wait_ready(b, log_path)
+            await self._wait_ready(b)
         except BaseException:
             await self._kill(b)
             raise
         b.ready = True
-        if self._kind == "mosquitto":
-            # Logins added while it started may have come after it read its plugin config.
-            await asyncio.to_thread(self._catch_up, b)
+        await self._kind.started(b)
 
-    def _catch_up(self, b: _Broker) -> None:
-        with self._accounts_lock:
-            assert self._accounts is not None
-            accounts, wanted = self._accounts, self._accounts.generation
-        self._provide(b, accounts, wanted)
-
-    async def _wait_ready(self, b: _Broker, log_path: Path) -> None:
+    async def _wait_ready(self, b: Broker) -> None:
         """Until the broker answers a CONNECT with CONNACK 0, within START_TIMEOUT_S."""
         assert b.process is not None and b.port is not None
         username = access.PROBE_USERNAME  # its own client id: one probe per broker at a time
-        packet = connect_packet(username, username, access.password(self._ensure_secret(), username))
+        packet = connect_packet(username, username, self._secret.password(username))
         started = time.monotonic()
         deadline = started + START_TIMEOUT_S
         last_error = "no answer yet"
         while True:
             if b.process.returncode is not None:
                 raise _ExitedEarly(
-                    f"gbid {b.gbid!r}: {self._kind} broker exited with code {b.process.returncode} "
-                    f"before accepting connections on port {b.port}; {log_path}:\n{_tail(log_path)}"
+                    f"gbid {b.gbid!r}: {self._kind.name} broker exited with code {b.process.returncode} "
+                    f"before accepting connections on port {b.port}; {b.log}:\n{_tail(b.log)}"
                 )
             try:
                 code = await asyncio.wait_for(probe(b.host, b.port, packet), PROBE_TIMEOUT_S)
@@ -539,8 +336,8 @@ class BrokerSet:
                     return
                 if listens_on(b.process.pid, b.port) is not False:
                     raise BrokerError(
-                        f"gbid {b.gbid!r}: {self._kind} broker on port {b.port} refused the probe's "
-                        f"credentials (CONNACK return code {code}); {log_path}:\n{_tail(log_path)}"
+                        f"gbid {b.gbid!r}: {self._kind.name} broker on port {b.port} refused the probe's "
+                        f"credentials (CONNACK return code {code}); {b.log}:\n{_tail(b.log)}"
                     )
                 # Another process took the port between our choice and our bind, and its
                 # broker refused us: ours fails its bind and exits (then a start on a fresh
@@ -548,13 +345,13 @@ class BrokerSet:
                 last_error = f"port {b.port} is another process's, which refused the probe (CONNACK {code})"
             if time.monotonic() > deadline:
                 raise BrokerError(
-                    f"gbid {b.gbid!r}: {self._kind} broker did not accept an MQTT CONNECT on "
+                    f"gbid {b.gbid!r}: {self._kind.name} broker did not accept an MQTT CONNECT on "
                     f"{b.host}:{b.port} within {START_TIMEOUT_S:.0f} s (last: {last_error}); "
-                    f"{log_path}:\n{_tail(log_path)}"
+                    f"{b.log}:\n{_tail(b.log)}"
                 )
             await asyncio.sleep(PROBE_INTERVAL_S)
 
-    async def _stop(self, b: _Broker) -> None:
+    async def _stop(self, b: Broker) -> None:
         async with b.lock:
             if not b.running or b.process is None:
                 return
@@ -568,7 +365,7 @@ class BrokerSet:
             self._reap(b)
             self._emit("life.stop", b)
 
-    async def _kill(self, b: _Broker) -> None:
+    async def _kill(self, b: Broker) -> None:
         b.ready = False
         if b.process is not None and b.process.returncode is None:
             with contextlib.suppress(ProcessLookupError):
@@ -576,13 +373,13 @@ class BrokerSet:
             await b.process.wait()
         self._reap(b)
 
-    def _reap(self, b: _Broker) -> None:
+    def _reap(self, b: Broker) -> None:
         b.ready = False
         self._pids.pop(b.gbid, None)
         if b.process is not None and b.process.stdin is not None:
             b.process.stdin.close()
 
-    def _emit(self, ev: str, b: _Broker) -> None:
+    def _emit(self, ev: str, b: Broker) -> None:
         if self.trace is not None:
             self.trace.emit(ev, target=b.target, target_kind="broker", gbid=b.gbid, port=b.port)
 

@@ -371,10 +371,10 @@ async def test_mosquitto_logins_asked_during_a_request_share_the_next_one(
     brokers = await mosquitto_brokers(["gbid-a"])
     hangups = _count_hangups(monkeypatch, brokers.pid("gbid-a"))
     requests = _count_requests(monkeypatch)
-    accounts = brokers._accounts
+    accounts = brokers._kind._accounts
     names = [unique("batch") for _ in range(6)]
     results: queue.Queue = queue.Queue()
-    with brokers._brokers["gbid-a"].logins_lock:  # a request under way
+    with brokers._kind._loaded["gbid-a"].lock:  # a request under way
         first = accounts.generation
         threads = [threading.Thread(target=lambda n=n: results.put((n, brokers.credentials(n)))) for n in names]
         for t in threads:
@@ -402,10 +402,10 @@ async def test_mosquitto_admits_many_client_ids_with_one_request(
     hangups = _count_hangups(monkeypatch, brokers.pid("gbid-a"))
     requests = _count_requests(monkeypatch)
     names = [unique("fleet") for _ in range(5)]
-    generation = brokers._accounts.generation
+    generation = brokers._kind._accounts.generation
     with pytest.raises(ValueError, match="cc/1"):  # one bad id: none is added
         await in_thread(brokers.admit, [*names, "cc/1"])
-    assert brokers._accounts.generation == generation
+    assert brokers._kind._accounts.generation == generation
     await in_thread(brokers.admit, names)
     assert requests == [len(names)]
     logins = {name: brokers.credentials(name) for name in names}  # known and let in: no request
