@@ -50,7 +50,9 @@ bench: setup
 bench-quick: setup
 	$(PY) -m bench --quick
 
-# 100,000 hostile frames over MQTT and WebSocket; a table of outcomes, fuzz-report.json.
+# 100,000 hostile frames over MQTT and WebSocket, then a flood from one sender, anonymous and
+# cross-identity CONNECTs and WebSocket clients without a token; a table of outcomes,
+# fuzz-report.json.
 fuzz: setup
 	$(PY) -m joynr_sim.fuzz --frames 100000
 

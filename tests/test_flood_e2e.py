@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -20,7 +19,6 @@ from joynr_sim.simulation import Simulation
 pytestmark = pytest.mark.e2e
 
 FLOOD = 5_000
-PUBLISHER = Path(__file__).with_name("flood_publisher.py")
 
 
 async def _calls_while(proxy, running: asyncio.subprocess.Process) -> tuple[int, int]:
@@ -44,8 +42,8 @@ async def test_a_flood_from_one_sender_leaves_everyone_elses_calls_answered(tmp_
         assert await proxy.call("echo", "before", ttl_ms=10_000) == "before"
         host, port = sim.brokers.endpoint("gbid1")
         publisher = await asyncio.create_subprocess_exec(
-            sys.executable, str(PUBLISHER), host, str(port), *sim.brokers.credentials("attacker"), "cc2/low",
-            str(FLOOD), "attacker", str(sim.clock.now_ms() + 600_000),
+            sys.executable, "-m", "joynr_sim.fuzz.publisher", host, str(port), *sim.brokers.credentials("attacker"),
+            "cc2/low", str(FLOOD), "attacker", str(sim.clock.now_ms() + 600_000), "flood-",
             stdout=asyncio.subprocess.PIPE,
         )
         answered, made = await _calls_while(proxy, publisher)

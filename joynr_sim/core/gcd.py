@@ -53,6 +53,12 @@ from .limits import InvalidField, check_unicast_topic
 
 DEFAULT_GBID = "joynrdefaultgbid"
 
+# joynr's well-known ids of the GCD: its provider's participant id, and the channel (the
+# MQTT client id and topic) every instance serves on, one per backend.
+GCD_PARTICIPANT_ID = "capabilitiesdirectory_participantid"
+GCD_TOPIC = "discoverydirectory_channelid"
+GCD_INTERFACE = "infrastructure/GlobalCapabilitiesDirectory"
+
 
 @dataclass(frozen=True)
 class AddResult:
