@@ -38,6 +38,7 @@ from brokers import BrokerSet
 
 from .clock import SimClock
 from .core.address import Address, WebSocketAddress
+from .core.gcd import GCD_TOPIC
 from .core.links import LinkRegistry
 from .faults import TRACE_RUNTIME_ID, Faults, ProxiedBrokers
 from .host.groups import HostGroup
@@ -46,7 +47,6 @@ from .host.join import JOIN_TIMEOUT_S, JoinedHosts
 from .host.process import HostPool
 from .runtime.base import Runtime
 from .runtime.cluster_controller import ClusterController
-from .runtime.discovery import GCD_TOPIC
 from .runtime.gcd_service import GcdService, gcd_runtime_id
 from .runtime.libjoynr import LibjoynrRuntime
 from .runtime.sessions import open_link_registry

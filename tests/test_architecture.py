@@ -134,6 +134,40 @@ def test_the_module_size_rule_sees_a_long_module_and_its_reason(tmp_path):
     assert over_limit_without_reason(tmp_path) == set()
 
 
+# -- routing-table changes ----------------------------------------------------------------
+
+# A put or remove on a routing table: every one outside core/ goes through a router's
+# add_next_hop or remove_next_hop, which send what waited for the route in the same call.
+TABLE_CHANGE = re.compile(r"\btable\.(put|remove)\(")
+# The runner's view of a routing table in a host process: its put and remove are the
+# runtime's add_next_hop and remove_next_hop there (ops table_put and table_remove).
+REMOTE_VIEW = {"joynr_sim/host/handles.py"}
+
+
+def table_changes_outside_core(root: Path) -> set[str]:
+    found = set()
+    for path in sorted((root / "joynr_sim").rglob("*.py")):
+        rel = path.relative_to(root).as_posix()
+        if rel.startswith("joynr_sim/core/") or rel in REMOTE_VIEW:
+            continue
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if TABLE_CHANGE.search(line):
+                found.add(f"{rel}:{n}")
+    return found
+
+
+def test_only_core_changes_a_routing_table():
+    assert table_changes_outside_core(ROOT) == set()
+
+
+def test_the_table_change_rule_sees_a_put_outside_core(tmp_path):
+    (tmp_path / "joynr_sim" / "runtime").mkdir(parents=True)
+    (tmp_path / "joynr_sim" / "core").mkdir()
+    (tmp_path / "joynr_sim" / "core" / "router.py").write_text("self.table.put(p, e, o)\n")
+    (tmp_path / "joynr_sim" / "runtime" / "x.py").write_text("ok = 1\nself.table.remove(p)\n")
+    assert table_changes_outside_core(tmp_path) == {"joynr_sim/runtime/x.py:2"}
+
+
 # -- test tiers -------------------------------------------------------------------------
 
 UNMARKED = '''

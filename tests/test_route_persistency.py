@@ -129,7 +129,7 @@ def test_a_start_offers_the_kept_entries_to_the_table_through_its_policy(tmp_pat
     restarted.put("provider-1", RoutingEntry(InProcessAddress(object()), True, 2**62), "registration")
     second = RoutingTablePersistency(RouteStore(path))
     second.attach(restarted)
-    assert second.restore(restarted, NOW) == 2
+    assert second.restore(restarted.put, NOW) == 2
     assert restarted.lookup("proxy-1") == REPLY_TO
     assert [(d.participant_id, d.origin, d.outcome) for d in decisions[1:]] == [
         ("proxy-1", "reply-to", "created"), ("provider-1", "routing-provider", "refused")]
@@ -137,7 +137,7 @@ def test_a_start_offers_the_kept_entries_to_the_table_through_its_policy(tmp_pat
     # The refused offer changed nothing the table holds: its row stays as it was.
     assert sorted(rows_in_file(path)) == [("provider-1", "routing-provider"), ("proxy-1", "reply-to")]
     # Later, once its route expired, a start loads nothing for it.
-    assert second.restore(cc_table(), NOW + 8_000) == 1
+    assert second.restore(cc_table().put, NOW + 8_000) == 1
     second.store.close()
 
 

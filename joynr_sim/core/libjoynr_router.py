@@ -78,7 +78,7 @@ class LibJoynrMessageRouter(MessageRouter):
     def _learn(self, msg: JoynrMessage, via: str, gbid: str | None, source: str | None) -> list[Action]:
         if msg.type in REQUEST_TYPES and msg.sender not in self.table:
             # Everything outside this runtime is reached through the cluster controller.
-            return [self._learn_route(msg.sender, RoutingEntry(self.parent, False, learned_expiry(msg)))]
+            return self._learn_route(msg.sender, RoutingEntry(self.parent, False, learned_expiry(msg)))
         return []
 
     def _next_hop(self, msg: JoynrMessage, address: Address) -> list[Action]:

@@ -50,7 +50,7 @@ from .message import (
     decode,
 )
 from .multicast import MulticastRouting
-from .routing import RoutingEntry, RoutingTable
+from .routing import PutResult, RoutingEntry, RoutingTable
 from .waiting import WaitingMessages
 
 DEFAULT_MAX_HOPS = 32
@@ -177,6 +177,19 @@ class MessageRouter:
             return [send, Deliver(msg, address.skeleton)]
         return self._next_hop(msg, address)
 
+    # -- routing-table changes: joynr's addNextHop and removeNextHop ------------------------
+    def add_next_hop(self, participant_id: str, entry: RoutingEntry, origin: str) -> tuple[PutResult, list[Action]]:
+        """Offer a route to the table, whose policy decides; when it takes it, what waited
+        for the participant goes in the same call, as joynr's ``addNextHop`` sends its queue."""
+        result = self.table.put(participant_id, entry, origin)
+        if result.outcome == "refused":
+            return result, []
+        return result, self.route_appeared(participant_id)
+
+    def remove_next_hop(self, participant_id: str) -> str:
+        """Take a participant's route out, as far as the policy lets it (the outcome)."""
+        return self.table.remove(participant_id)
+
     def route_appeared(self, participant_id: str) -> list[Action]:
         """The table accepted an entry for a participant: what waited for it goes now."""
         waiting = self.waiting.pop(participant_id)
@@ -260,9 +273,9 @@ class MessageRouter:
             actions.append(Resolve(msg.recipient))
         return actions
 
-    def _learn_route(self, participant_id: str, entry: RoutingEntry) -> LearnRoute:
-        result = self.table.put(participant_id, entry, "reply-to")
-        return LearnRoute(participant_id, entry, result.outcome)
+    def _learn_route(self, participant_id: str, entry: RoutingEntry) -> list[Action]:
+        result, waiting = self.add_next_hop(participant_id, entry, "reply-to")
+        return [LearnRoute(participant_id, entry, result.outcome), *waiting]
 
 
 class CcMessageRouter(MessageRouter):
@@ -333,13 +346,13 @@ class CcMessageRouter(MessageRouter):
             # its reply so).
             entry = RoutingEntry(WebSocketClientAddress(source), False, learned_expiry(msg))
             if self._outlives(msg.sender, entry):
-                return [self._learn_route(msg.sender, entry)]
+                return self._learn_route(msg.sender, entry)
             return []
         if via == "mqtt" and gbid is not None and isinstance(msg.reply_to, MqttAddress):
             # The sender is reachable on the backend the request came from, whatever broker
             # the replyTo names; the route lives as long as the request.
             entry = RoutingEntry(MqttAddress(gbid, msg.reply_to.topic), True, learned_expiry(msg))
-            return [self._learn_route(msg.sender, entry)]
+            return self._learn_route(msg.sender, entry)
         return []
 
     def _outlives(self, participant_id: str, learned: RoutingEntry) -> bool:

@@ -26,6 +26,7 @@ from typing import Any
 from ..clock import SimClock
 from ..core.address import Address, WebSocketAddress, WebSocketClientAddress, to_dict
 from ..core.discovery import DiscoveryScope
+from ..core.routing import PutResult, RoutingEntry
 from ..runtime.base import DEFAULT_TTL_MS
 from ..runtime.cluster_controller import CcAddresses, ClusterController, routing_provider_participant_id
 from ..runtime.libjoynr import LibjoynrRuntime
@@ -70,6 +71,13 @@ class RemoteRuntime:
         self.incarnation = 0  # how many processes this runtime has had
         self.providers: dict[str, ProviderSkeleton] = {}
         self.table = RemoteTable(self)
+
+    def add_next_hop(self, participant_id: str, entry: RoutingEntry, origin: str) -> PutResult:
+        """The runtime's add_next_hop, in its process: what waited for the route goes there."""
+        return self.table.put(participant_id, entry, origin)
+
+    def remove_next_hop(self, participant_id: str) -> str:
+        return self.table.remove(participant_id)
 
     @property
     def pid(self) -> int | None:

@@ -307,9 +307,9 @@ class Host:
                 origin = Origin(args["origin"])
             except ValueError:
                 raise ProtocolError(f"table_put.origin: unknown origin {args['origin']!r}") from None
-            return put_result_to_wire(runtime.table.put(args["participant_id"], entry, origin))
+            return put_result_to_wire(runtime.add_next_hop(args["participant_id"], entry, origin))
         if op == "table_remove":
-            return runtime.table.remove(args["participant_id"])
+            return runtime.remove_next_hop(args["participant_id"])
         if op == "table_items":
             return [[pid, entry_to_wire(entry)] for pid, entry in runtime.table.items()]
         if op == "queued":

@@ -21,7 +21,7 @@ import types
 import uuid
 from collections.abc import Callable, Coroutine, Generator, Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from ..clock import SimClock
 from ..core.actions import (
@@ -52,7 +52,7 @@ from ..core.limits import DEFAULT_MAX_FRAME_BYTES, WireLimits, shorten
 from ..core.message import ONE_WAY, REPLY, REQUEST, JoynrMessage
 from ..core.multicast import MulticastError, MulticastId
 from ..core.router import DEFAULT_MAX_HOPS, DEFAULT_MAX_QUEUED, DEFAULT_MAX_QUEUED_BYTES, MessageRouter
-from ..core.routing import RoutingDecision, RoutingEntry, RoutingTable
+from ..core.routing import PutResult, RoutingEntry, RoutingTable
 from ..core.subscriptions import SubscriptionQos
 from ..trace import TraceWriter
 from .participants import (
@@ -129,7 +129,6 @@ class Runtime:
     def _reset_state(self) -> None:
         self.router = self._make_router()
         self.table.add_listener(self.trace.routing_listener)
-        self.table.add_listener(self._on_routing_decision)
         self._pending: dict[str, asyncio.Future] = {}
         self.providers: dict[str, ProviderSkeleton] = {}
         self.proxies: dict[str, ProxySkeleton] = {}
@@ -281,10 +280,16 @@ class Runtime:
 
     # -- carrying out the router's decisions ---------------------------------------------
     _on_action: dict[type, Callable[[Any, Any], None]]  # per class: _action_table
+    # joynr's messaging-stub factory: the type of the address a Send goes to names the
+    # method that carries it there, per kind (an InProcess one needs none: a Deliver
+    # follows). A Send to a type without one fails as no-connection.
+    transports: ClassVar[dict[type[Address], str]] = {}
+    _carriers: dict[type[Address], Callable[[Any, JoynrMessage, Any], None]] = {}
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         cls._on_action = _action_table(cls)
+        cls._carriers = {address_type: getattr(cls, name) for address_type, name in cls.transports.items()}
 
     def carry_out(self, actions: Iterable[Action]) -> None:
         # One dict lookup by the action's exact type (the actions are final dataclasses),
@@ -301,8 +306,14 @@ class Runtime:
             "msg.out", action.msg, via=action.via, addr_type=type_name(action.address),
             target=describe(action.address), gbid=action.gbid, resent=action.resent,
         )
-        if not isinstance(action.address, InProcessAddress):
-            self._transmit(action.msg, action.address)
+        address = action.address
+        if type(address) is InProcessAddress:
+            return
+        carry = self._carriers.get(type(address))
+        if carry is None:
+            self.carry_out(self.router.send_failed(action.msg, address))
+        else:
+            carry(self, action.msg, address)
 
     def _on_deliver(self, action: Deliver) -> None:
         self.trace_msg("msg.deliver", action.msg)
@@ -412,10 +423,6 @@ class Runtime:
         self.emit("mc.receiver", op="remove", multicast=str(mid), receiver=receiver, topics=topics)
         self.carry_out(actions)
 
-    def _transmit(self, msg: JoynrMessage, address: Address) -> None:
-        """Hand a message to the transport of ``address``; report a failure to the router."""
-        raise NotImplementedError
-
     async def _resolving(self, participant_id: str) -> None:
         try:
             await self._resolve(participant_id)
@@ -425,16 +432,14 @@ class Runtime:
     async def _resolve(self, participant_id: str) -> None:
         """A message waits for a participant without a route: ask whoever may know."""
 
-    def _on_routing_decision(self, decision: RoutingDecision) -> None:
-        # A route appeared: hand the waiting messages to it, after the put has returned.
-        if (
-            decision.op == "put" and decision.outcome != "refused"
-            and self.router.queued(decision.participant_id)
-        ):
-            asyncio.get_running_loop().call_soon(self._flush, decision.participant_id)
+    def add_next_hop(self, participant_id: str, entry: RoutingEntry, origin: str) -> PutResult:
+        """Offer a route (the router's add_next_hop); what waited for it goes now."""
+        result, waiting = self.router.add_next_hop(participant_id, entry, origin)
+        self.carry_out(waiting)
+        return result
 
-    def _flush(self, participant_id: str) -> None:
-        self.carry_out(self.router.route_appeared(participant_id))
+    def remove_next_hop(self, participant_id: str) -> str:
+        return self.router.remove_next_hop(participant_id)
 
     def purge(self, now_ms: int | None = None) -> None:
         """Drop expired waiting messages and purge expired routing entries."""
@@ -541,20 +546,21 @@ class Runtime:
         )
         skeleton = ProviderSkeleton(pid, domain, interface_name, implementation)
         visible = entry.qos.is_global
-        result = self.table.put(
+        result, waiting = self.router.add_next_hop(
             pid, RoutingEntry(InProcessAddress(skeleton), visible, FOREVER_MS), "registration"
         )
         if result.outcome == "refused":
             raise RuntimeError(f"participant {pid!r}: routing entry refused ({result.reason})")
         self.providers[pid] = skeleton
         self.subscriptions.attach(skeleton)
+        self.carry_out(waiting)  # what waited for the provider, now that it is known here
         try:
             await self._announce_participant(pid, visible)
             await self._discovery_add(entry, gbids)
         except BaseException:
             self.subscriptions.detach(pid, implementation)
             self.providers.pop(pid, None)
-            self.table.remove(pid)
+            self.remove_next_hop(pid)
             await self._withdraw_participant(pid)
             raise
         return skeleton
@@ -565,7 +571,7 @@ class Runtime:
             raise KeyError(f"participant_id: no provider {participant_id!r} in {self.runtime_id}")
         self.subscriptions.detach(participant_id, skeleton.implementation)
         await self._discovery_remove(participant_id)
-        self.table.remove(participant_id)
+        self.remove_next_hop(participant_id)
         await self._withdraw_participant(participant_id)
 
     async def invoke_provider(self, participant_id: str, method: str, params: list[Any]) -> Any:
@@ -582,12 +588,12 @@ class Runtime:
         """A proxy for a provider whose route is already known (provisioned), no discovery.
         A proxy always gets a fresh participant id, so it never collides with an entry."""
         skeleton = ProxySkeleton(self.new_participant_id(), interface_name, provider_participant_id)
-        self.table.put(
+        self.proxies[skeleton.participant_id] = skeleton
+        self.add_next_hop(
             skeleton.participant_id,
             RoutingEntry(InProcessAddress(skeleton), is_globally_visible, FOREVER_MS),
             "registration",
         )
-        self.proxies[skeleton.participant_id] = skeleton
         await self._announce_participant(skeleton.participant_id, is_globally_visible)
         return Proxy(self, skeleton)
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from ..core.address import Address, InProcessAddress, MqttAddress, WebSocketAddress, WebSocketClientAddress
 from ..core.discovery import DiscoveryEntry
+from ..core.gcd import GCD_PARTICIPANT_ID, GCD_TOPIC
 from ..core.limits import check_int
 from ..core.links import LinkRegistry
 from ..core.message import MULTICAST, JoynrMessage, encode
@@ -24,8 +25,6 @@ from .base import FOREVER_MS, Runtime
 from .discovery import (
     DEFAULT_FRESHNESS_INTERVAL_MS,
     DISCOVERY_INTERFACE,
-    GCD_PARTICIPANT_ID,
-    GCD_TOPIC,
     DiscoveryProvider,
     LocalDiscovery,
 )
@@ -62,6 +61,7 @@ class CcAddresses:
 
 class ClusterController(CcAddresses, Runtime):
     kind = "cluster-controller"
+    transports = {MqttAddress: "_publish", WebSocketClientAddress: "_send_ws_soon"}
 
     def __init__(
         self,
@@ -203,7 +203,7 @@ class ClusterController(CcAddresses, Runtime):
         self._provision()
         if self.persistency is not None:  # before a connection can offer or need a route
             self.persistency.attach(self.table)
-            self.persistency.restore(self.table, self.clock.now_ms())
+            self.persistency.restore(self.add_next_hop, self.clock.now_ms())
         if self.websocket:
             self.ws_server = WebSocketServer(
                 on_frame=lambda client, frame: self.receive_frame(frame, "ws", source=client),
@@ -261,7 +261,7 @@ class ClusterController(CcAddresses, Runtime):
         routing = ProviderSkeleton(
             self.routing_provider_id, "io.joynr", RoutingProvider.interface_name, RoutingProvider(self)
         )
-        self.table.put(
+        self.add_next_hop(
             self.routing_provider_id, RoutingEntry(InProcessAddress(routing), False, FOREVER_MS, True),
             "provisioned",
         )
@@ -270,7 +270,7 @@ class ClusterController(CcAddresses, Runtime):
         self.router.local_only.add(self.routing_provider_id)
         if self.discovery is not None:
             # Every backend has a GCD; lookup(GCD, gbid) gives this topic on that broker.
-            self.table.put(
+            self.add_next_hop(
                 GCD_PARTICIPANT_ID,
                 RoutingEntry(MqttAddress(self.default_gbid, GCD_TOPIC), False, FOREVER_MS, True),
                 "provisioned",
@@ -279,22 +279,22 @@ class ClusterController(CcAddresses, Runtime):
                 self.discovery.participant_id, "io.joynr", DISCOVERY_INTERFACE,
                 DiscoveryProvider(self.discovery),
             )
-            self.table.put(
+            self.add_next_hop(
                 self.discovery.participant_id,
                 RoutingEntry(InProcessAddress(provider), False, FOREVER_MS, True), "provisioned",
             )
             self.router.local_only.add(self.discovery.participant_id)  # internal as well
         for participant_id, address, visible in self.provisioned:
-            self.table.put(participant_id, RoutingEntry(address, visible, FOREVER_MS, True), "provisioned")
+            self.add_next_hop(participant_id, RoutingEntry(address, visible, FOREVER_MS, True), "provisioned")
 
     # -- carrying out ----------------------------------------------------------------
-    def _transmit(self, msg: JoynrMessage, address: Address) -> None:
-        if isinstance(address, MqttAddress):
-            refused = self.endpoint.publish(msg, address.broker_uri, address.topic, multicast=msg.type == MULTICAST)
-            if refused is not None:
-                self.carry_out(self.router.send_failed(msg, address, *refused))
-        elif isinstance(address, WebSocketClientAddress):
-            self._soon(self._send_ws, msg, address)
+    def _publish(self, msg: JoynrMessage, address: MqttAddress) -> None:
+        refused = self.endpoint.publish(msg, address.broker_uri, address.topic, multicast=msg.type == MULTICAST)
+        if refused is not None:
+            self.carry_out(self.router.send_failed(msg, address, *refused))
+
+    def _send_ws_soon(self, msg: JoynrMessage, address: WebSocketClientAddress) -> None:
+        self._soon(self._send_ws, msg, address)
 
     def _multicast_topic(self, gbid: str, topic: str, subscribe: bool) -> None:
         """A multicast's first receiver here wants its topic from a backend, or its last went."""
@@ -324,7 +324,7 @@ class ClusterController(CcAddresses, Runtime):
                                   gbid=gbid)
 
     def _put_route(self, participant_id: str, entry: RoutingEntry, origin: str) -> None:
-        self.table.put(participant_id, entry, origin)
+        self.add_next_hop(participant_id, entry, origin)
 
     def _require_discovery(self) -> LocalDiscovery:
         if self.discovery is None:

@@ -30,8 +30,6 @@ from ..core.errors import ApplicationException, JoynrRuntimeException
 from ..core.lcd import LocalCapabilitiesDirectory, LookupPlan
 from ..core.routing import RoutingEntry
 
-GCD_PARTICIPANT_ID = "capabilitiesdirectory_participantid"
-GCD_TOPIC = "discoverydirectory_channelid"
 DISCOVERY_INTERFACE = "joynr/system/Discovery"
 GCD_CALL_TTL_MS = 10_000
 DEFAULT_FRESHNESS_INTERVAL_MS = 3_600_000  # joynr's capabilities freshness update interval

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from ..core.address import Address, InProcessAddress, MqttAddress
+from ..core.address import InProcessAddress, MqttAddress
 from ..core.discovery import (
     DiscoveryErrorException,
     GlobalDiscoveryEntry,
@@ -30,7 +30,7 @@ from ..core.discovery import (
     InvalidDiscoveryEntry,
 )
 from ..core.errors import ApplicationException, ProviderRuntimeException
-from ..core.gcd import GlobalCapabilitiesDirectory
+from ..core.gcd import GCD_INTERFACE, GCD_PARTICIPANT_ID, GCD_TOPIC, GlobalCapabilitiesDirectory
 from ..core.links import LinkRegistry
 from ..core.message import JoynrMessage
 from ..core.router import CcMessageRouter
@@ -39,10 +39,6 @@ from ..store.gcd_store import open_gcd_store
 from .base import FOREVER_MS, Runtime
 from .mqtt_endpoint import BrokerDirectory, MqttEndpoint
 from .participants import ProviderSkeleton
-
-GCD_PARTICIPANT_ID = "capabilitiesdirectory_participantid"
-GCD_TOPIC = "discoverydirectory_channelid"
-GCD_INTERFACE = "infrastructure/GlobalCapabilitiesDirectory"
 
 
 def gcd_runtime_id(gbid: str) -> str:
@@ -152,6 +148,7 @@ def _cc_of(entry: Any) -> str | None:
 
 class GcdService(Runtime):
     kind = "gcd"
+    transports = {MqttAddress: "_publish"}
 
     def __init__(
         self,
@@ -215,7 +212,7 @@ class GcdService(Runtime):
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=self.runtime_id)
         await asyncio.get_running_loop().run_in_executor(self._executor, self._open)
         skeleton = ProviderSkeleton(GCD_PARTICIPANT_ID, "io.joynr", GCD_INTERFACE, GcdProvider(self))
-        self.table.put(
+        self.add_next_hop(
             GCD_PARTICIPANT_ID, RoutingEntry(InProcessAddress(skeleton), True, FOREVER_MS, True),
             "provisioned",
         )
@@ -240,11 +237,8 @@ class GcdService(Runtime):
         super().close()
         self.endpoint.close()
 
-    def _transmit(self, msg: JoynrMessage, address: Address) -> None:
-        refused = (
-            self.endpoint.publish(msg, address.broker_uri, address.topic)
-            if isinstance(address, MqttAddress) else ("no-connection", None)
-        )
+    def _publish(self, msg: JoynrMessage, address: MqttAddress) -> None:
+        refused = self.endpoint.publish(msg, address.broker_uri, address.topic)
         if refused is not None:
             self.carry_out(self.router.send_failed(msg, address, *refused))
 

@@ -49,6 +49,7 @@ START_HANDSHAKE_TRIES = 3
 
 class LibjoynrRuntime(Runtime):
     kind = "libjoynr"
+    transports = {WebSocketAddress: "_send_ws_soon"}  # everything outside goes through the CC
 
     def __init__(
         self, runtime_id: str, cc_id: str, cc_address: WebSocketAddress, *, token: str | None = None,
@@ -83,12 +84,10 @@ class LibjoynrRuntime(Runtime):
     # -- transports ------------------------------------------------------------------
     async def _start_transports(self) -> None:
         for provisioned in (self.routing_provider_id, self.discovery_provider_id):
-            self.table.put(
-                provisioned, RoutingEntry(self.cc_address, False, FOREVER_MS, True), "provisioned"
-            )
+            self.add_next_hop(provisioned, RoutingEntry(self.cc_address, False, FOREVER_MS, True), "provisioned")
         # The runtime's own participant, the sender of its calls to the routing provider.
         internal = ProxySkeleton(self.runtime_id, RoutingProvider.interface_name, self.routing_provider_id)
-        self.table.put(
+        self.add_next_hop(
             self.runtime_id, RoutingEntry(InProcessAddress(internal), False, FOREVER_MS, True), "provisioned"
         )
         a = self.cc_address
@@ -165,9 +164,9 @@ class LibjoynrRuntime(Runtime):
         except JoynrRuntimeException:
             known = False
         if known:
-            self.table.put(participant_id, RoutingEntry(self.cc_address, False, FOREVER_MS), "routing-provider")
+            self.add_next_hop(participant_id, RoutingEntry(self.cc_address, False, FOREVER_MS), "routing-provider")
 
-    def _transmit(self, msg: JoynrMessage, address: Address) -> None:
+    def _send_ws_soon(self, msg: JoynrMessage, address: WebSocketAddress) -> None:
         self._soon(self._send_ws, msg, address)
 
     def _send_ws(self, msg: JoynrMessage, address: Address) -> None:
@@ -247,7 +246,7 @@ class LibjoynrRuntime(Runtime):
         # Seed 000: a discovered provider is reached through the cluster controller's
         # WebSocketAddress; an InProcess entry of a provider in this runtime stays.
         origin = "discovery" if entry.is_local else "gcd"
-        self.table.put(
+        self.add_next_hop(
             entry.participant_id,
             RoutingEntry(self.cc_address, not entry.is_local, entry.expiry_date_ms),
             origin,

@@ -8,7 +8,7 @@ from typing import Protocol
 from ..core.address import AddressError, from_json
 from ..core.limits import InvalidField, check_id
 from ..core.multicast import MulticastError, MulticastId, parse
-from ..core.routing import RoutingEntry, RoutingTable
+from ..core.routing import PutResult, RoutingEntry, RoutingTable
 from .base import FOREVER_MS
 
 
@@ -19,6 +19,10 @@ def routing_provider_participant_id(cc_id: str) -> str:
 class HasRoutingTable(Protocol):
     @property
     def table(self) -> RoutingTable: ...
+
+    def add_next_hop(self, participant_id: str, entry: RoutingEntry, origin: str) -> PutResult: ...
+
+    def remove_next_hop(self, participant_id: str) -> str: ...
 
     async def add_multicast_receiver(self, mid: MulticastId, receiver: str) -> None: ...
 
@@ -38,12 +42,12 @@ class RoutingProvider:
             parsed = from_json(address)
         except AddressError as exc:
             raise ValueError(str(exc)) from None
-        self._routes.table.put(
+        self._routes.add_next_hop(
             participantId, RoutingEntry(parsed, bool(isGloballyVisible), FOREVER_MS), "routing-provider"
         )
 
     def removeNextHop(self, participantId: str) -> None:
-        self._routes.table.remove(participantId)
+        self._routes.remove_next_hop(participantId)
 
     async def addMulticastReceiver(self, multicastId: str, subscriberParticipantId: str,
                                    providerParticipantId: str) -> None:

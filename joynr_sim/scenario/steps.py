@@ -220,7 +220,7 @@ class ScenarioRunner(SubscriptionSteps):
         runtime = self._runtime(a["runtime"])
         entry = RoutingEntry(_address(a["address"]), bool(a.get("visible", True)), FOREVER_MS,
                              bool(a.get("sticky", True)))
-        runtime.table.put(self.participant(a["participant"]), entry, "provisioned")
+        runtime.add_next_hop(self.participant(a["participant"]), entry, "provisioned")
 
     async def _step_expect_route(self, a: Mapping[str, Any]) -> None:
         problem = self._route_problem(a)

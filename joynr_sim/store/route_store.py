@@ -107,12 +107,13 @@ class RoutingTablePersistency:
             self._table = table
             table.add_listener(self._on_decision)
 
-    def restore(self, table: RoutingTable, now_ms: int) -> int:
-        """Offer every persisted entry not yet expired to the table, through its policy
-        (a put with the origin it was learned from); how many were offered."""
+    def restore(self, add_next_hop: Callable[[str, RoutingEntry, str], object], now_ms: int) -> int:
+        """Offer every persisted entry not yet expired through ``add_next_hop`` (the
+        router's, so the table's policy judges it), with the origin it was learned from;
+        how many were offered."""
         routes = self.store.load(now_ms)
         for participant_id, entry, origin in routes:
-            table.put(participant_id, entry, origin)
+            add_next_hop(participant_id, entry, origin)
         return len(routes)
 
     def _on_decision(self, decision: RoutingDecision) -> None:
