@@ -2,7 +2,9 @@
 
 Exit status: 0 every check passed, 1 a check found violations, 2 the input is unusable
 (no such run directory, no trace files, a trace schema version other than 1, an
-unreadable manifest) or Spark could not run.
+unreadable manifest, an ``--out`` or ``--junit`` that cannot be written) or Spark could not
+run, 3 the report could not be written (e.g. a full file system: ``cannot write <path>:
+<reason>``).
 
 Spark: a local session by default (``--master``), a standalone cluster
 (``--master spark://host:port``) or a running Spark Connect server (``--connect
@@ -21,7 +23,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
-EXIT_CLEAN, EXIT_VIOLATIONS, EXIT_UNUSABLE = 0, 1, 2
+EXIT_CLEAN, EXIT_VIOLATIONS, EXIT_UNUSABLE, EXIT_UNWRITTEN = 0, 1, 2, 3
 
 # The registry's names, here so the parser needs no Spark import (a test keeps them equal).
 CHECK_NAMES = (
@@ -35,7 +37,7 @@ def build_parser(add_help: bool = True) -> argparse.ArgumentParser:
         prog="joynr-sim check",
         description="Check run traces with Spark: routing loops, overwrite violations, lost "
         "messages, GCD consistency, link uniqueness, takeover storms.",
-        epilog="exit status: 0 clean, 1 violations found, 2 input unusable",
+        epilog="exit status: 0 clean, 1 violations found, 2 input unusable, 3 the report could not be written",
         add_help=add_help,
     )
     parser.add_argument("paths", nargs="+", metavar="PATH",
@@ -84,6 +86,16 @@ def run(args: argparse.Namespace, console: Console | None = None) -> int:
     if args.storm_steals < 1 or args.storm_window_ms < 0 or args.max_details < 0:
         _error(err, "--storm-steals must be >= 1, --storm-window-ms and --max-details >= 0")
         return EXIT_UNUSABLE
+    from .atomic import unwritable
+
+    out_dir = args.out or runs[0].dir / "check"
+    problem = unwritable(out_dir, "--out")
+    if problem is None and args.junit is not None:
+        problem = (f"--junit {args.junit} is a folder; give a file name" if args.junit.is_dir()
+                   else unwritable(args.junit.parent, "--junit"))
+    if problem:
+        _error(err, problem)
+        return EXIT_UNUSABLE
 
     from .cache import CacheError, TraceCache
     from .report import print_table, write_outputs
@@ -125,8 +137,11 @@ def run(args: argparse.Namespace, console: Console | None = None) -> int:
             max_details=args.max_details, cache=cache,
         )
         status = EXIT_VIOLATIONS if outcome.violations else EXIT_CLEAN
-        out_dir = args.out or runs[0].dir / "check"
-        report = write_outputs(out_dir, args.junit, outcome, status)
+        try:
+            report = write_outputs(out_dir, args.junit, outcome, status)
+        except OSError as exc:  # e.g. a full file system: the checks ran, their report is lost
+            _error(err, f"cannot write {exc.filename or out_dir}: {exc.strerror or exc}")
+            return EXIT_UNWRITTEN
         if not args.quiet:
             print_table(console, outcome)
             console.print(f"report: {report}", highlight=False, soft_wrap=True)

@@ -6,9 +6,11 @@ each it guards against), a check found violations (check, run --check), a scenar
 broken (list), explore found failures, the Spark Connect server is already running (spark
 start) or not running (spark stop, spark status), or a broker does not keep an MQTT property
 joynr relies on (brokers check); 2 bad input (a usage error, an unusable file, folder or
-option: nothing runs); 3 a run could not be set up (run: a broker, the GCD store or a port
-could not be reached), the checks could not run, the Spark Connect server did not come up
-(spark start), or a broker could not be started or reached (brokers check); 130 interrupted.
+option, an output folder that cannot be created or written: nothing runs); 3 a run could
+not be set up (run: a broker, the GCD store or a port could not be reached), a write failed
+while running (run, explore, report, check: "cannot write PATH: REASON", e.g. a full file
+system), the checks could not run, the Spark Connect server did not come up (spark
+start), or a broker could not be started or reached (brokers check); 130 interrupted.
 Every error is one line on stderr.
 """
 
@@ -104,7 +106,7 @@ def cmd_trace(args: argparse.Namespace, console: Console) -> int:
 
 def cmd_run(args: argparse.Namespace, console: Console) -> int:
     """0 passed, 1 a step failed (or the matrix does not hold), 2 bad input (nothing runs),
-    3 a run could not be set up or the checks could not run."""
+    3 a run could not be set up, a write to it failed, or the checks could not run."""
     from .scenario.console import ALL_POLICIES, run_scenarios
 
     if args.policy is not None and args.policy not in (*POLICIES, ALL_POLICIES):
@@ -137,15 +139,17 @@ def _hosts(text: str | None) -> int | str | None:
 
 
 def cmd_report(args: argparse.Namespace, console: Console) -> int:
-    """0 written, 2 unusable input (nothing written)."""
+    """0 written, 2 unusable input or output folder (nothing written), 3 a page could not
+    be written (a full file system)."""
     from .report import ReportError, write_report
+    from .write_failure import WriteFailure
 
     try:
         written = write_report(args.runs, out=args.out, check_reports=args.check)
-    except ReportError as exc:
+    except (ReportError, WriteFailure) as exc:
         Console(stderr=True).print(f"[red]joynr-sim report: {escape(redact(str(exc)))}[/]", soft_wrap=True,
                                    highlight=False)
-        return 2
+        return 3 if isinstance(exc, WriteFailure) else 2
     console.print(f"{len(written.pages)} run report{'s' if len(written.pages) != 1 else ''}; open "
                   f"{escape(str(written.index))}", soft_wrap=True, highlight=False)
     return 0

@@ -21,6 +21,12 @@ persisted. The objects handed out (``RemoteClusterController``, ``RemoteLibjoynr
 what the in-process runtimes do. ``processes=False`` keeps every runtime in this process,
 for tests that look inside a runtime or providers implemented in the test itself. The GCD
 instances run in this process either way: they are the backend, not a runtime under test.
+
+A write to the run directory that fails (a trace, an outbox, a link store, a routing-table
+store: ``joynr_sim.write_failure``), here or in any host process, is the simulation's
+``write_failure``, the first one; ``check_write_failure`` also asks every host process, and
+``close`` records what fails while closing rather than raising it. Whoever runs the
+simulation ends the run on it (``joynr_sim.scenario.runner``).
 """
 
 from __future__ import annotations
@@ -44,13 +50,14 @@ from .faults import TRACE_RUNTIME_ID, Faults, ProxiedBrokers
 from .host.groups import HostGroup
 from .host.handles import RemoteClusterController, RemoteLibjoynr, RemoteRuntime
 from .host.join import JOIN_TIMEOUT_S, JoinedHosts
-from .host.process import HostPool
+from .host.process import QUERY_TIMEOUT_S, HostPool
 from .runtime.base import Runtime
 from .runtime.cluster_controller import ClusterController
 from .runtime.gcd_service import GcdService, gcd_runtime_id
 from .runtime.libjoynr import LibjoynrRuntime
 from .runtime.sessions import open_link_registry
 from .trace import TraceWriter
+from .write_failure import WRITE_ERRNOS, WriteFailure, unwatch, watch
 
 
 class Simulation:
@@ -90,6 +97,8 @@ class Simulation:
         self.run_dir = Path(run_dir)
         self.gcd_last_seen_timeout_ms = gcd_last_seen_timeout_ms
         self.run_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self.write_failures = watch(self.run_dir)  # before anything here writes
+        self._watching = True
         self.run_id = run_id or uuid.uuid4().hex[:12]
         self.clock = clock or SimClock()
         self.gbids = list(gbids)
@@ -114,13 +123,14 @@ class Simulation:
             raise ValueError("hosts: runtimes are placed in host processes only with processes=True")
         self.hosts = hosts
         # Host processes started ahead: a runtime's start need not wait for Python to start.
-        self._hosts: HostPool | JoinedHosts | None = HostPool(self.run_dir / "log") if processes else None
+        self._hosts: HostPool | JoinedHosts | None = (
+            HostPool(self.run_dir / "log", failures=self.write_failures) if processes else None)
         if join is not None:
             if not processes or faults or self.brokers.kind != "external":
                 raise ValueError("join: hosts on other machines need processes=True, faults=False (the fault "
                                  "proxies are on this machine) and external brokers (gbid1=mqtt://host:port)")
             self._hosts = JoinedHosts(join, join_hosts, self.brokers, self.gbids[0], self.run_dir,
-                                      join_timeout_s)
+                                      join_timeout_s, failures=self.write_failures)
         self._groups = [HostGroup(f"host-{i + 1}", self._hosts) for i in range(hosts or 0)] if self._hosts else []
         self._group_of: dict[str, HostGroup] = {}  # cluster controller runtime id -> its group
         self.runtimes: dict[str, Runtime | RemoteRuntime] = {}
@@ -166,6 +176,27 @@ class Simulation:
         tb: TracebackType | None,
     ) -> None:
         await self.close()
+
+    @property
+    def write_failure(self) -> WriteFailure | None:
+        """The first write to the run directory that failed, as far as it is known here."""
+        return self.write_failures.failure
+
+    async def check_write_failure(self) -> WriteFailure | None:
+        """The first write that failed, after asking every running host process (each
+        answer carries its host's failure, ``host.protocol``): what a runner checks after
+        every step. A host that does not answer is not waited for past the query bound."""
+        processes = {id(p): p for r in self.runtimes.values() if isinstance(r, RemoteRuntime)
+                     for p in (r.process,) if p is not None and p.alive}
+
+        async def ask(process: Any) -> None:
+            try:
+                await process.request("write_failure", {}, QUERY_TIMEOUT_S)
+            except Exception:  # gone or busy: its runtimes' next answers still carry it
+                pass
+
+        await asyncio.gather(*(ask(p) for p in processes.values()))
+        return self.write_failures.failure
 
     def _common(self) -> dict[str, Any]:
         return dict(
@@ -286,7 +317,8 @@ class Simulation:
     async def close(self) -> None:
         """Stop every runtime, then the brokers, then close the link registries: all of
         them, even when one fails; the first error is raised afterwards (the others are
-        added to it as notes)."""
+        added to it as notes). A write the disk refused is not raised: it is recorded as the
+        run's ``write_failure``, for the runner to report."""
         # Not an AsyncExitStack: that raises the last error, and the first is what went wrong.
         errors: list[BaseException] = []
 
@@ -295,6 +327,11 @@ class Simulation:
                 result = action()
                 if inspect.isawaitable(result):
                     await result
+            except OSError as exc:
+                if exc.errno in WRITE_ERRNOS:
+                    self.write_failures.add(WriteFailure.of(exc.filename or self.run_dir, exc))
+                else:
+                    errors.append(exc)
             except BaseException as exc:  # also on cancellation: nothing may be left running
                 errors.append(exc)
 
@@ -321,6 +358,9 @@ class Simulation:
         for registry in self._link_registries.values():
             if registry.store is not None:
                 await attempt(registry.store.close)
+        if self._watching:
+            self._watching = False
+            unwatch(self.run_dir)
         if errors:
             first = errors[0]
             for other in errors[1:]:

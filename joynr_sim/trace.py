@@ -7,6 +7,11 @@ is called, as a host does before it answers the runner); every other writer, and
 emit from outside the loop's thread, writes each line before returning. Readers tolerate
 a torn last line.
 
+A write that fails (a full or read-only file system) never raises into the runtime: the
+writer takes back the part of the write that reached the file, so the trace ends on its
+last whole line, writes nothing more, and records the failure as the run's
+(``joynr_sim.write_failure``), which ends the run.
+
 Common fields: ``v`` (schema version), ``ts`` (simulated epoch ms), ``seq`` (per
 runtime, from 0), ``run`` (run id), ``rt`` (runtime id), ``kind`` (runtime kind), ``ev``.
 Every event name and field is declared in the catalogue ``trace_schema/events.json``,
@@ -16,8 +21,10 @@ which the checker reads too; an event name not in it is refused here.
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 import os
+import stat
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -27,8 +34,10 @@ import orjson
 
 from trace_schema import EVENTS, SCHEMA_VERSION
 
+from . import write_failure
 from .core.address import describe, type_name
 from .core.routing import RoutingDecision, RoutingEntry
+from .write_failure import WriteFailure
 
 _ENCODER = json.JSONEncoder(separators=(",", ":"))  # made once: json.dumps makes one per call
 
@@ -69,7 +78,6 @@ class TraceWriter:
         """batched: the lines of a loop turn go out in one write at its end; a SIGKILL then
         loses the events of the turn it interrupts."""
         self.path = Path(run_dir) / "trace" / f"{runtime_id}.ndjson"
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         self.run_id = run_id
         self.runtime_id = runtime_id
         self.kind = kind
@@ -78,14 +86,21 @@ class TraceWriter:
         self.batched = batched
         self._lines: list[bytes] = []
         self._flush_handle: asyncio.Handle | None = None
-        self._file = open(self.path, "ab")
         self._seq = 0
-        # A new runtime's file is empty: only a restart reads what its predecessor wrote
-        # (every runtime of a fleet's start-up otherwise opened its file three times).
-        if os.fstat(self._file.fileno()).st_size > 0:
-            self._seq = self._next_seq()
-            if self._ends_torn():
-                self._write(b"\n")  # a restart after a crash mid-write starts a fresh line
+        self.failure: WriteFailure | None = None  # set by the first write that failed
+        self._file: io.FileIO | None = None
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            # Unbuffered: a write that fails leaves nothing behind to be written at close.
+            self._file = open(self.path, "ab", buffering=0)
+            # A new runtime's file is empty: only a restart reads what its predecessor wrote
+            # (every runtime of a fleet's start-up otherwise opened its file three times).
+            if os.fstat(self._file.fileno()).st_size > 0:
+                self._seq = self._next_seq()
+                if self._ends_torn():
+                    self._write(b"\n")  # a restart after a crash mid-write starts a fresh line
+        except OSError as exc:
+            self._failed(exc)
 
     def _ends_torn(self) -> bool:
         with open(self.path, "rb") as f:
@@ -117,6 +132,8 @@ class TraceWriter:
                 **fields,
             }
             self._seq += 1
+            if self.failure is not None:
+                return event  # this trace ended on its last whole line
             line = encode_line(event)
             loop = self._loop() if self.batched else None
             if loop is None:
@@ -147,7 +164,7 @@ class TraceWriter:
             if self._flush_handle is not None:
                 self._flush_handle.cancel()
                 self._flush_handle = None
-            if self._lines and not self._file.closed:
+            if self._lines and self._file is not None and not self._file.closed:
                 self._write_lines()
 
     def _write_lines(self) -> None:
@@ -155,9 +172,27 @@ class TraceWriter:
         self._write(b"".join(lines))
 
     def _write(self, data: bytes) -> None:
-        """To the operating system before returning, as a line-buffered text file did."""
-        self._file.write(data)
-        self._file.flush()
+        """To the operating system before returning, as a line-buffered text file did. A
+        write that fails is taken back to the last whole line and ends this trace."""
+        file = self._file
+        if file is None or self.failure is not None:
+            return
+        done = 0
+        try:
+            done = file.write(data)
+            while done < len(data):  # a full disk may take part of a write, then refuse
+                done += file.write(memoryview(data)[done:])
+        except OSError as exc:
+            if done:
+                try:  # O_APPEND and one writer: the torn part is the file's last ``done`` bytes
+                    os.ftruncate(file.fileno(), os.fstat(file.fileno()).st_size - done)
+                except OSError:
+                    pass  # a device (e.g. /dev/full) keeps nothing to take back
+            self._failed(exc)
+
+    def _failed(self, exc: OSError) -> None:
+        self.failure = write_failure.record(self.path, exc)
+        self._lines = []
 
     def routing_listener(self, decision: RoutingDecision) -> None:
         """Subscribe to a RoutingTable: every decision becomes an rt.* event."""
@@ -176,18 +211,25 @@ class TraceWriter:
     def close(self) -> None:
         self.flush()
         with self._lock:
-            if not self._file.closed:
-                self._file.close()
+            if self._file is not None and not self._file.closed:
+                try:
+                    self._file.close()
+                except OSError as exc:  # e.g. a network file system that reports at close
+                    if self.failure is None:
+                        self._failed(exc)
 
 
 def read_events(path: str | os.PathLike[str]) -> Iterator[dict[str, Any]]:
     """The events of one trace file; a torn line (a crash mid-write, last in the file or
-    followed by what a restarted runtime wrote) is skipped."""
+    followed by what a restarted runtime wrote) is skipped. A trace that is no regular file
+    (linked to a device: /dev/full reads as endless zeros) holds no events."""
     try:
         f = open(path, encoding="utf-8")
     except FileNotFoundError:
         return
     with f:
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            return
         for line in f:
             if not line.endswith("\n"):
                 return  # torn last line

@@ -2,8 +2,9 @@
 checks and shrink each new failure to the smallest scenario that still fails the same way.
 
 Exit status: 0 nothing found; 1 failures found (each shrunk, its scenario written); 2 bad
-input (an option, or an --out that holds something explore did not write); 3 Spark or a
-broker could not be started; 130 interrupted.
+input (an option, or an --out that holds something explore did not write or that cannot be
+created or written); 3 Spark or a broker could not be started, or a write failed while
+exploring (``cannot write <path>: <reason>``); 130 interrupted.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from ..core.policies import POLICIES
+from ..write_failure import OutDirError, WriteFailure, prepare_out_dir
 
 _BUDGET = re.compile(r"^(\d{1,6})(s|m|h)?$")
 _UNIT_S = {"s": 1, "m": 60, "h": 3600, None: 1}
@@ -75,11 +77,15 @@ def cmd_explore(args: argparse.Namespace, console: Console) -> int:
     if problem:
         err.print(f"[red]joynr-sim explore: {escape(problem)}[/]", soft_wrap=True, highlight=False)
         return 2
+    try:  # before Spark starts: a folder that cannot be written is a bad option
+        prepare_out_dir(args.out)
+    except OutDirError as exc:
+        err.print(f"[red]joynr-sim explore: {escape(str(exc))}[/]", soft_wrap=True, highlight=False)
+        return 2
     from analytics.session import SparkStartError
 
     from .runner import Checker, Explorer
 
-    args.out.mkdir(parents=True, exist_ok=True, mode=0o700)
     budget = args.budget if args.runs is None and args.budget is not None else None
     if args.runs is None and budget is None:
         budget = 600
@@ -103,6 +109,10 @@ def cmd_explore(args: argparse.Namespace, console: Console) -> int:
                             shrink_tries=args.shrink_tries, shrink_budget_s=args.shrink_budget, on_event=progress)
         try:
             summary = explorer.explore(runs=args.runs, budget_s=budget)
+        except (WriteFailure, OSError) as exc:  # a full disk is no finding: exploring ends
+            failure = exc if isinstance(exc, WriteFailure) else WriteFailure.of(exc.filename or args.out, exc)
+            err.print(f"[red]joynr-sim explore: {escape(str(failure))}[/]", soft_wrap=True, highlight=False)
+            return 3
         finally:
             checker.close()
     first = "" if summary.first_finding_s is None else f", first failure after {summary.first_finding_s:.0f} s"

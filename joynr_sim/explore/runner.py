@@ -149,6 +149,8 @@ class Explorer:
         scenario = parse_scenario(yaml.safe_dump(doc, sort_keys=False), f"<{doc['name']}>")
         result = asyncio.run(run_scenario(scenario, where, policy=policy or self.policy, broker=self.broker,
                                           seed=self.seed, keep_going=keep_going))
+        if result.write_failed is not None:  # the disk's failure, not the schedule's: no finding
+            raise result.write_failed
         asked = result.outcome != "error" and checks != []
         found = self.checker.violations(Path(result.run_dir), checks) if asked else []
         return result, judge(result, found)

@@ -36,6 +36,7 @@ from .protocol import (
     ProtocolError,
     encode_frame,
     failure,
+    failure_to_wire,
     read_frame,
     success,
     validate_request,
@@ -83,6 +84,10 @@ class Server:
         except Exception as exc:  # every failure is the caller's to see, by name
             reply = failure(msg_id, exc)
         await self.host.flush_traces()
+        # After the flush: a trace write that failed in it is told in this very answer.
+        written = failure_to_wire(self.host.write_failure)
+        if written is not None:
+            reply["write_failure"] = written
         try:
             frame = encode_frame(reply)
         except Exception as exc:  # a result the wire cannot carry

@@ -10,6 +10,10 @@ field: the broker endpoints and credentials it connects with (resolved by the ru
 fault proxies and passwords stay the runner's), the tokens of the libjoynr runtimes its
 cluster controller admits, the WebSocket port it listened on before (a restarted cluster
 controller listens where its libjoynr runtimes expect it), and constructor options by name.
+
+A host watches the run directory of every runtime it creates: a write there that fails is
+the host's ``write_failure`` (``joynr_sim.write_failure``), which every answer carries back
+to the runner from then on.
 """
 
 from __future__ import annotations
@@ -39,8 +43,9 @@ from ..runtime.libjoynr import LibjoynrRuntime
 from ..runtime.load import drive_calls
 from ..runtime.participants import INTERFACES
 from ..runtime.subscriptions import Subscription
+from ..write_failure import Failures, WriteFailure, watch
 from .profiling import HostProfiler
-from .protocol import ProtocolError, entry_from_wire, entry_to_wire, put_result_to_wire
+from .protocol import ProtocolError, entry_from_wire, entry_to_wire, failure_to_wire, put_result_to_wire
 
 KINDS = {"cluster-controller": ClusterController, "libjoynr": LibjoynrRuntime}
 # Set by the host from the spec, never by an option.
@@ -146,6 +151,15 @@ class Host:
         # stay readable after they ended.
         self.subscriptions: dict[tuple[str, str], Subscription] = {}
         self.profiler = HostProfiler()
+        self._failures: dict[str, Failures] = {}  # run directory -> the writes that failed there
+
+    @property
+    def write_failure(self) -> WriteFailure | None:
+        """The first write that failed in a run directory of this host's runtimes."""
+        for failures in self._failures.values():
+            if failures.failure is not None:
+                return failures.failure
+        return None
 
     def _runtime(self, args: Mapping[str, Any]) -> Runtime:
         try:
@@ -169,6 +183,8 @@ class Host:
                       policy=spec["policy"], max_hops=spec["max_hops"], seed=spec["seed"],
                       incarnation=spec["incarnation"])
         options = check_options(kind, spec["options"])
+        if spec["run_dir"] not in self._failures:  # before the runtime writes its first line
+            self._failures[spec["run_dir"]] = watch(spec["run_dir"])
         if kind == "cluster-controller":
             provisioned = []
             for item in spec["provisioned"]:
@@ -205,6 +221,8 @@ class Host:
             return self.clock.offset_ms
         if op == "profile":
             return self.profiler.switch(args["enable"])
+        if op == "write_failure":
+            return failure_to_wire(self.write_failure)
         runtime = self._runtime(args)
         if op == "start":
             if args["restart"]:

@@ -26,10 +26,20 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from .. import write_failure as write_failures
+from ..write_failure import Failures
 from .host import check_ws_host
 from .mqtt_channel import Channel, Topics, check_name, pack, unpack
 from .process import QUERY_TIMEOUT_S, REQUEST_TIMEOUT_S, SPAWN_TIMEOUT_S, HostGone
-from .protocol import VERSION, ProtocolError, check_message, raise_remote, request, validate_response
+from .protocol import (
+    VERSION,
+    ProtocolError,
+    check_message,
+    raise_remote,
+    request,
+    validate_response,
+    write_failure_of,
+)
 
 JOIN_TIMEOUT_S = 60.0
 EXIT_TIMEOUT_S = 10.0
@@ -67,7 +77,9 @@ class _Waiter:
 
 class JoinedHosts:
     def __init__(self, run: str, expected: int, brokers: Any, gbid: str, run_dir: Path,
-                 timeout: float = JOIN_TIMEOUT_S) -> None:
+                 timeout: float = JOIN_TIMEOUT_S, failures: Failures | None = None) -> None:
+        """failures: the run's, told of a write failure a worker reports (its files are on
+        its own machine, under paths the runner does not watch)."""
         if type(expected) is not int or expected < 1:
             raise ValueError(f"join_hosts: expected a whole number from 1, got {expected!r}")
         self.topics = Topics(run)
@@ -77,6 +89,7 @@ class JoinedHosts:
         self.hosts: dict[str, JoinedHost] = {}  # announced, by name
         self.drops: list[dict[str, str]] = []
         self._brokers, self._gbid, self.run_dir = brokers, gbid, run_dir
+        self.failures = failures
         self._log_dir = run_dir / "log"
         self._channel: Channel | None = None
         self._ids = itertools.count(1)
@@ -106,6 +119,9 @@ class JoinedHosts:
                 return
             message = check_message(unpack(payload))
             msg_id, ok, value = validate_response(message)
+            failure = write_failure_of(message)
+            if failure is not None:
+                (self.failures.add if self.failures is not None else write_failures.report)(failure)
             with self._lock:
                 waiter = self._pending.get(msg_id)
             if waiter is None or waiter.host != parts[0]:

@@ -6,6 +6,10 @@ channel and returns at once, for the questions a step asks without awaiting (a r
 entry, whether a connection is up). Every answer is validated; a host that sends what
 breaks the protocol, does not answer in time or dies fails what waits on it with a clear
 error and is killed, never left hanging.
+
+A write failure an answer carries (``protocol``) is kept as ``write_failure`` and handed to
+the run's ``Failures`` (``failures``, set by the pool that made the process; else the run
+that watches the failure's path).
 """
 
 from __future__ import annotations
@@ -19,7 +23,9 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from .. import write_failure as write_failures
 from ..core.errors import JoynrTimeoutException
+from ..write_failure import Failures, WriteFailure
 from .children import Child, ExecutedChild, ForkedChild
 from .event_loop import event_loop_choice
 from .protocol import (
@@ -33,6 +39,7 @@ from .protocol import (
     read_frame,
     request,
     validate_response,
+    write_failure_of,
 )
 
 SPAWN_TIMEOUT_S = 30.0
@@ -69,6 +76,20 @@ class HostProcess:
         self._pending: dict[int, asyncio.Future] = {}
         self._reader: asyncio.Task | None = None
         self._broken: BaseException | None = None
+        self.failures: Failures | None = None  # the run's, told of a write failure the host reports
+        self.write_failure: WriteFailure | None = None  # the first the host reported
+
+    def _heard(self, message: dict[str, Any]) -> None:
+        """Keep and pass on the write failure an answer carries."""
+        failure = write_failure_of(message)
+        if failure is None:
+            return
+        if self.write_failure is None:
+            self.write_failure = failure
+        if self.failures is not None:
+            self.failures.add(failure)
+        else:
+            write_failures.report(failure)
 
     @property
     def alive(self) -> bool:
@@ -169,6 +190,7 @@ class HostProcess:
                     problem = HostGone(RUNTIME_WENT_DOWN)
                     break
                 msg_id, ok, value = validate_response(message)
+                self._heard(message)
                 if msg_id == 0:
                     problem = ProtocolError(f"{self.name}: the host refused the channel: {value.get('message')}")
                     self._broken = problem
@@ -202,7 +224,9 @@ class HostProcess:
             try:
                 self._query.sendall(encode_frame(request(msg_id, op, args)))
                 length = frame_length(self._receive(HEADER.size))
-                got, ok, value = validate_response(decode_body(self._receive(length)))
+                message = decode_body(self._receive(length))
+                got, ok, value = validate_response(message)
+                self._heard(message)
             except TimeoutError:
                 raise TimeoutError(f"{self.name}: host process {self.pid} did not answer {op} within "
                                    f"{QUERY_TIMEOUT_S:g} s") from None
@@ -277,16 +301,19 @@ class HostPool:
     also starts the fork server while the brokers start). A host taken knows nothing yet;
     one never taken is closed with the pool."""
 
-    def __init__(self, log_dir: Path, spares: int = 1) -> None:
+    def __init__(self, log_dir: Path, spares: int = 1, failures: Failures | None = None) -> None:
+        """failures: the run's, which every host taken from here tells of its write failures."""
         event_loop_choice()  # a wrong JOYNR_SIM_EVENT_LOOP is the caller's error, not a host that dies
         self.log_dir = log_dir
         self.spares = spares
+        self.failures = failures
         self._ready: list[asyncio.Task[HostProcess]] = []
         self._seq = itertools.count(1)
 
     def _spawn_one(self) -> asyncio.Task[HostProcess]:
         async def spawn() -> HostProcess:
             host = HostProcess(f"host-{next(self._seq)}", self.log_dir)
+            host.failures = self.failures
             await host.spawn()
             return host
 

@@ -6,6 +6,13 @@ A frame is a 4-byte big-endian length, then that many bytes of msgpack holding o
     response  {"v": 1, "id": n, "ok": true, "result": ...}
               {"v": 1, "id": n, "ok": false, "error": {"type": ..., "message": ..., "error": ...}}
 
+A response of a host in which a write failed (``joynr_sim.write_failure``: a trace, an
+outbox, a link store or a routing-table store the disk refused) also carries
+``"write_failure": {"path": ..., "reason": ...}``, the host's first, on every answer from
+then on, so the runner learns of it from whatever it asks next, even the ``exit`` of a
+host that ends; the op ``write_failure`` asks for it (answered at once, on either channel),
+for a host the runner has nothing else to ask.
+
 Both ends treat what arrives as hostile: a frame longer than ``MAX_FRAME_BYTES``, bytes that
 are no msgpack map, a wrong version, an unknown op, a missing, unknown or mistyped argument
 are each a ``ProtocolError`` naming what is wrong. Every op names its arguments and their
@@ -37,6 +44,7 @@ from ..core.errors import (
 from ..core.routing import PutResult, RoutingEntry
 from ..runtime.base import DiscoveryException
 from ..runtime.subscriptions import SubscriptionException
+from ..write_failure import MAX_TEXT, WriteFailure
 
 VERSION = 1
 MAX_FRAME_BYTES = 8 * 1024 * 1024  # above the largest joynr frame a runtime accepts
@@ -96,10 +104,11 @@ OPS: dict[str, dict[str, tuple[type, ...]]] = {
     "cut": {"runtime": (str,), "gbid": (str,)},
     "heal": {"runtime": (str,), "gbid": (str,)},
     "profile": {"enable": (bool,)},
+    "write_failure": {},
 }
 QUERY_OPS = frozenset({
     "hello", "advance", "one_way", "table_lookup", "table_put", "table_remove", "table_items", "queued",
-    "connected", "admit", "publications",
+    "connected", "admit", "publications", "write_failure",
 })
 
 
@@ -203,9 +212,10 @@ def validate_request(
 
 
 def validate_response(message: dict[str, Any]) -> tuple[int, bool, Any]:
-    extra = set(message) - {"v", "id", "ok", "result", "error"}
+    extra = set(message) - {"v", "id", "ok", "result", "error", "write_failure"}
     if extra:
         raise ProtocolError(f"response: unknown fields {sorted(extra)}")
+    write_failure_of(message)
     ok = message.get("ok")
     if type(ok) is not bool:
         raise ProtocolError(f"ok: expected true or false, got {ok!r}")
@@ -216,6 +226,32 @@ def validate_response(message: dict[str, Any]) -> tuple[int, bool, Any]:
             or not isinstance(error.get("message"), str) or not isinstance(error.get("error"), _OPT_STR):
         raise ProtocolError(f"error: expected {{type, message, error}}, got {error!r}")
     return message["id"], False, error
+
+
+def failure_to_wire(failure: WriteFailure | None) -> dict[str, str] | None:
+    return None if failure is None else {"path": failure.path, "reason": failure.reason}
+
+
+def failure_from_wire(where: str, data: Any) -> WriteFailure | None:
+    """A write failure as a host sent it: None, or {path, reason}, each a string of 1 to
+    ``MAX_TEXT`` characters."""
+    if data is None:
+        return None
+    if not isinstance(data, dict) or set(data) != {"path", "reason"} or not all(
+            isinstance(data[k], str) and 0 < len(data[k]) <= MAX_TEXT for k in ("path", "reason")):
+        raise ProtocolError(f"{where}: expected {{path, reason}}, each a string of 1 to {MAX_TEXT} "
+                            f"characters, got {str(data)[:200]!r}")
+    return WriteFailure(data["path"], data["reason"])
+
+
+def write_failure_of(message: dict[str, Any]) -> WriteFailure | None:
+    """The write failure a response carries, if any (checked)."""
+    if "write_failure" not in message:
+        return None
+    failure = failure_from_wire("write_failure", message["write_failure"])
+    if failure is None:
+        raise ProtocolError("write_failure: sent only when there is one")
+    return failure
 
 
 def request(msg_id: int, op: str, args: dict[str, Any]) -> dict[str, Any]:

@@ -34,6 +34,7 @@ from .protocol import (
     ProtocolError,
     check_message,
     failure,
+    failure_to_wire,
     success,
     validate_request,
 )
@@ -146,8 +147,10 @@ class Supervisor:
 
     async def _answer(self, session: str, worker: int, query: bool, message: dict[str, Any]) -> None:
         msg_id = message["id"]
+        relayed: HostProcess | None = None  # the worker whose write failure this answer passes on
         try:
             msg_id, op, args = validate_request(message, SUPERVISOR_OPS if worker == 0 else OPS)
+            relayed = self.workers.get((session, args["worker"] if op == "end" else worker))
             if worker == 0:
                 result = await self._own(session, op, args)
             else:
@@ -155,6 +158,8 @@ class Supervisor:
             reply = success(msg_id, result)
         except Exception as exc:  # the runner's to see, by name
             reply = failure(msg_id, exc)
+        if relayed is not None and relayed.write_failure is not None:
+            reply["write_failure"] = failure_to_wire(relayed.write_failure)
         try:
             body = pack(reply)
         except Exception as exc:  # a result the wire cannot carry

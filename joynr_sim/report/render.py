@@ -4,7 +4,9 @@ the Jinja2 templates and the static script and style next to this module.
 A page carries its scripts, styles and data inline, so it opens from the file system with
 no server and no network. Pages are written under a temporary name and renamed into place;
 a file there that joynr-sim did not write (its generator mark is missing), a link or a
-folder is refused and left as it is.
+folder is refused and left as it is. A folder that cannot be created or written is refused
+before anything is written (``ReportError``); a page the disk refuses later (a full file
+system) raises ``WriteFailure`` naming it, its temporary removed.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import jinja2
 from brokers import redact
 from brokers.promises import BY_ID as BROKER_PROPERTIES
 
+from ..write_failure import OutDirError, WriteFailure, prepare_out_dir
 from . import model, plots
 from .inputs import ReportError, RunInput, Step
 
@@ -81,19 +84,27 @@ def check_target(path: Path) -> None:
 
 def prepare_out(out: Path) -> None:
     try:
-        out.mkdir(parents=True, exist_ok=True, mode=0o700)
-    except OSError as exc:
-        raise ReportError(f"--out {out}: cannot create: {exc.strerror or exc}") from None
+        prepare_out_dir(out)
+    except OutDirError as exc:
+        raise ReportError(str(exc)) from None
 
 
 def write_page(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as exc:
+        raise WriteFailure.of(path, exc) from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:  # mkstemp: readable by the owner only
             f.write(text)
         os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+    except BaseException as exc:
+        try:
+            Path(tmp).unlink(missing_ok=True)
+        except OSError:
+            pass  # the failure below is what the user must see
+        if isinstance(exc, OSError):
+            raise WriteFailure.of(path, exc) from None
         raise
 
 

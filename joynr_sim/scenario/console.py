@@ -8,8 +8,10 @@ the runs, ``--junit FILE`` writes one test case per run.
 Exit status: 0 every scenario passed (with ``--policy all``: held under its own policy and
 failed under each it guards against; with ``--check``: and no violation where it must hold),
 1 otherwise, 2 a scenario file or an option is unusable (nothing runs, nothing is written),
-3 a run could not be carried out (a broker, the GCD store or a port could not be reached;
-without ``--policy all`` the scenarios after it are not run) or the checks could not run.
+3 a run could not be carried out (a broker, the GCD store or a port could not be reached, or
+a write to its run directory failed: ``cannot write <path>: <reason>``; without ``--policy
+all`` the scenarios after it are not run), the checks could not run, or ``matrix.json``,
+``--junit`` or ``--report`` could not be written.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from rich.table import Table
 from brokers import BrokerSpecError, parse_broker, redact
 
 from ..core.policies import POLICIES
+from ..write_failure import WriteFailure
 from .loader import ScenarioError, load_scenarios
 from .matrix import (
     MATRIX_FILE,
@@ -110,9 +113,20 @@ def run_scenarios(
     status = EXIT_PASSED
     if check and results:
         status = _check(cells, err)
+    unwritten = False  # an output the disk refused: exit 3, whatever the runs did
+
+    def write(path: Path, writer) -> None:
+        nonlocal unwritten
+        try:
+            writer(path)
+        except OSError as exc:
+            unwritten = True
+            err.print(f"[red]joynr-sim run: {escape(str(WriteFailure.of(path, exc)))}[/]", soft_wrap=True,
+                      highlight=False)
+
     if matrix:
         console.print(_matrix_table(scenarios, policies, cells))
-        write_json(out / MATRIX_FILE, matrix_document(scenarios, policies, cells, check))
+        write(out / MATRIX_FILE, lambda path: write_json(path, matrix_document(scenarios, policies, cells, check)))
         console.print(f"matrix: {escape(str(out / MATRIX_FILE))}", soft_wrap=True, highlight=False)
     else:
         console.print(_summary(results))
@@ -122,7 +136,9 @@ def run_scenarios(
             for v in c.violations:
                 console.print(f"[red]{escape(c.scenario)}: {escape(v)}[/]", soft_wrap=True, highlight=False)
     if junit is not None:
-        junit.write_bytes(junit_xml(cells, "joynr-sim matrix" if matrix else "joynr-sim run"))
+        write(junit, lambda path: path.write_bytes(junit_xml(cells, "joynr-sim matrix" if matrix else "joynr-sim run")))
+    if unwritten:
+        status = EXIT_SETUP
     if status == EXIT_PASSED:
         if any(r.outcome == "error" for r in results):
             status = EXIT_SETUP
@@ -275,9 +291,9 @@ def _write_report(results: list[RunResult], out: Path, console: Console, err: Co
 
     try:
         written = write_report([Path(r.run_dir) for r in results], out=out / REPORT_DIR)
-    except ReportError as exc:
+    except (ReportError, WriteFailure) as exc:
         err.print(f"[red]joynr-sim run: --report: {escape(redact(str(exc)))}[/]", soft_wrap=True, highlight=False)
-        return status or EXIT_SETUP
+        return EXIT_SETUP if isinstance(exc, WriteFailure) else status or EXIT_SETUP
     console.print(f"report: {escape(str(written.index))}", soft_wrap=True, highlight=False)
     return status
 

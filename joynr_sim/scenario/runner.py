@@ -10,10 +10,18 @@ down either way, every runtime and broker even when one of them fails to stop.
 and again at the end; it stays incomplete, with the error, when set-up failed or the run
 was interrupted. An unexpected exception keeps its traceback there (the run's, or the
 step's). A password never reaches it: the broker choice is recorded redacted.
+
+A write to the run directory that fails, here or in a host process (a trace, an outbox, a
+link store, a routing-table store, ``run.json`` itself: ``joynr_sim.write_failure``), ends
+the run after the step during which it happened (the simulation is asked after every
+step; a fleet's after its last phase): outcome ``error``, ``complete`` false, and as
+``error`` the one line ``cannot write <path>: <reason>`` (``write_failure``: its path and
+reason). A run whose ``run.json`` cannot be written says that too, in the result it returns.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import platform
 import random
@@ -32,6 +40,7 @@ from brokers.promises import declared
 
 from ..simulation import Simulation
 from ..trace import TraceWriter
+from ..write_failure import Failures, WriteFailure, record, unwatch, watch
 from .fleet import FleetRunner, fleet_hosts, wave_steps
 from .model import Scenario
 from .rundir import GENERATOR, MANIFEST, claim_run_dir
@@ -74,6 +83,8 @@ class RunResult:
     complete: bool = False  # set up, and every step ran or the run stopped at a failed one
     error: str = ""
     traceback: str = ""
+    # The first write to the run directory that failed: {"path", "reason"}; empty when none did.
+    write_failure: dict[str, str] = field(default_factory=dict)
     steps: list[StepOutcome] = field(default_factory=list)
     versions: dict[str, str] = field(default_factory=dict)
     brokers: dict[str, str] = field(default_factory=dict)  # GBID -> broker URL
@@ -84,6 +95,10 @@ class RunResult:
     @property
     def passed(self) -> bool:
         return self.outcome == "passed"
+
+    @property
+    def write_failed(self) -> WriteFailure | None:
+        return WriteFailure(**self.write_failure) if self.write_failure else None
 
     @property
     def failed_step(self) -> StepOutcome | None:
@@ -159,6 +174,7 @@ async def run_scenario(
     ``RunDirError`` and is left as it is. Set-up failures do not raise: the result's
     outcome is ``error`` and ``complete`` is false."""
     run_dir = claim_run_dir(out_dir, scenario.name)
+    failures = watch(run_dir)  # every write under it that fails is this run's
     seed = random.randrange(2**31) if seed is None else seed
     started = time.time()
     broker = broker or scenario.broker
@@ -177,10 +193,12 @@ async def run_scenario(
         steps=([StepOutcome(i, *s) for i, s in enumerate(wave_steps(scenario.fleet))] if scenario.fleet
                else [StepOutcome(s.index, s.kind, s.title, s.line) for s in scenario.steps]),
     )
-    write_manifest(result)  # from here on the folder is recognisably a run directory
+    _save_manifest(result)  # from here on the folder is recognisably a run directory
     sim: Simulation | None = None
     trace: TraceWriter | None = None
     try:
+        if failures.failure is not None:
+            raise failures.failure  # not even run.json could be written: nothing runs
         try:
             joined = dict(join=join[0], join_hosts=join[1], join_timeout_s=join[2], faults=False) if join else {}
             sim = Simulation(run_dir, gbids=list(scenario.backends), broker=broker, policy=result.policy,
@@ -197,13 +215,17 @@ async def run_scenario(
                 runner = ScenarioRunner(scenario, sim)
                 await runner.build()
         except Exception as exc:
+            if failures.failure is not None:  # what the set-up tripped over
+                raise failures.failure from exc
             text = str(exc) if _is_environment(exc) else f"{type(exc).__name__}: {exc}"
             raise SetupError(redact(text) or type(exc).__name__) from exc
+        await _stop_on_write_failure(sim)
         if scenario.fleet is not None:
             try:
                 await fleet.run(result.steps, on_step, keep_going)
             finally:
                 result.fleet = fleet.report()
+            await _stop_on_write_failure(sim)
         else:
             try:
                 await _run_steps(scenario, runner, trace, result, on_step, keep_going)
@@ -211,6 +233,8 @@ async def run_scenario(
                 await runner.cancel_background()
         result.complete = True
         result.outcome = "failed" if result.failed_step else "passed"
+    except WriteFailure as exc:
+        result.outcome, result.error, result.complete = "error", str(exc), False
     except SetupError as exc:
         result.outcome, result.error = "error", f"set-up failed: {exc}"
         if exc.__cause__ is not None and not _is_environment(exc.__cause__):
@@ -230,8 +254,43 @@ async def run_scenario(
                 trace.close()
             ended = time.time()
             result.ended, result.duration_s = _iso(ended), ended - started
-            write_manifest(result)
+            try:
+                _conclude(result, failures)
+            finally:
+                unwatch(run_dir)
     return result
+
+
+async def _stop_on_write_failure(sim: Simulation) -> None:
+    """Raise the run's write failure, if a write failed anywhere so far."""
+    failure = await sim.check_write_failure()
+    if failure is not None:
+        raise failure  # what the run records is incomplete from here: no more steps
+
+
+def _conclude(result: RunResult, failures: Failures) -> None:
+    """A write that failed makes the run an error, whatever else it ended with (only an
+    interruption keeps its own words); then ``run.json``, which may fail to be written too."""
+    failure = failures.failure
+    if failure is not None:
+        result.write_failure = {"path": failure.path, "reason": failure.reason}
+        result.complete = False
+        if result.error != "interrupted":
+            result.outcome, result.error = "error", str(failure)
+    manifest = _save_manifest(result)
+    if manifest is not None and manifest != failure:
+        result.outcome, result.complete = "error", False
+        result.error = f"{result.error}; {manifest}" if result.error else str(manifest)
+        result.write_failure = result.write_failure or {"path": manifest.path, "reason": manifest.reason}
+
+
+def _save_manifest(result: RunResult) -> WriteFailure | None:
+    """``write_manifest``; a write that fails is recorded for the run and returned."""
+    try:
+        write_manifest(result)
+    except OSError as exc:
+        return record(Path(result.run_dir) / MANIFEST, exc)
+    return None
 
 
 async def _run_steps(scenario: Scenario, runner: ScenarioRunner, trace: TraceWriter, result: RunResult,
@@ -250,6 +309,7 @@ async def _run_steps(scenario: Scenario, runner: ScenarioRunner, trace: TraceWri
         trace.emit("step", index=step.index, name=step.title, outcome=outcome.outcome,
                    detail=outcome.detail, line=step.line)
         on_step(outcome)
+        await _stop_on_write_failure(runner.sim)
         if outcome.outcome == "failed" and not keep_going:
             break
 
@@ -268,9 +328,15 @@ async def _teardown(sim: Simulation, result: RunResult) -> None:
 
 
 def write_manifest(result: RunResult) -> Path:
-    """``run.json``, replaced in one rename so it is never half written."""
+    """``run.json``, replaced in one rename so it is never half written; an OSError leaves
+    the one before it as it was."""
     path = Path(result.run_dir) / MANIFEST
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"generator": GENERATOR, **asdict(result)}, indent=2))
-    tmp.replace(path)
+    try:
+        tmp.write_text(json.dumps({"generator": GENERATOR, **asdict(result)}, indent=2))
+        tmp.replace(path)
+    except OSError:
+        with contextlib.suppress(OSError):  # a half-written temporary is no file of the run
+            tmp.unlink(missing_ok=True)
+        raise
     return path

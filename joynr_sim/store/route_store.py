@@ -11,7 +11,8 @@ of a process that is gone.
 
 Writes are group-committed (``GroupCommit``): the writes of one event-loop turn are one
 transaction at its end, so a SIGKILL loses at most the routes learned in that turn. A
-write that fails raises on the loop, as the outbox's does; the runtime traces it.
+write the disk refuses is the run's write failure (``BatchedStore``), as the outbox's is:
+recorded, logged by the runtime, never raised into it.
 """
 
 from __future__ import annotations
@@ -34,8 +35,8 @@ def persistable(entry: RoutingEntry | None) -> bool:
 class RouteStore(BatchedStore):
     def __init__(self, path: str | os.PathLike[str], group_commit: bool = True,
                  on_error: Callable[[BaseException], None] | None = None) -> None:
-        """on_error: told of a commit that failed, before it raises (a write is never lost
-        silently)."""
+        """on_error: told of a commit that failed, before it is raised or recorded (a write
+        is never lost silently)."""
         super().__init__(
             path,
             "CREATE TABLE IF NOT EXISTS routes (participant_id TEXT PRIMARY KEY, address TEXT NOT NULL, "

@@ -10,6 +10,9 @@ settled state" (rewriting the whole file per delivery cannot keep up with "high 
 & low latency update of unsettled state"). So this store keeps terminus durability 1 at
 most: termini, no unsettled deliveries; a version 2 file's unsettled maps are dropped when
 it is upgraded. One process uses a file at a time: the records live in its memory.
+
+A write that fails is recorded as the run's write failure (``joynr_sim.write_failure``) and
+raised as ``LinkStoreError``, which the link registry turns into an event.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from ... import write_failure
 from ...core.links import LinkStoreError, Role, StoredLink, Terminus
 from .records import (
     CURRENT_VERSION,
@@ -183,6 +187,7 @@ class JsonLinkStore:
                 tmp.unlink(missing_ok=True)
             except OSError:
                 pass
+            write_failure.record(self.path, e)  # the run's write failure; the registry gets the error
             raise LinkStoreError(f"{self.path}: cannot write the link store: {e}") from e
 
     def _fsync_dir(self) -> None:

@@ -5,6 +5,12 @@ event loop adds and settles are written in one transaction at its end (``GroupCo
 coalesced per delivery: one settled in the turn it was added costs one statement. Saving
 or deleting a link and every read commit what is pending first, so the file always holds
 the writes in the order they were made.
+
+A write the disk refuses (full, read-only, an I/O error) is recorded as the run's write
+failure (``joynr_sim.write_failure``). Saving or deleting a link still raises
+``LinkStoreError``, which the link registry turns into an event (store and memory stay as
+they were); the unsettled deliveries of a group commit are written off the message path,
+so their failure is only recorded, never raised into the next delivery.
 """
 
 from __future__ import annotations
@@ -16,7 +22,9 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from ... import write_failure
 from ...core.links import ROLES, LinkStoreError, Role, StoredLink, Terminus
+from ...write_failure import is_write_error
 from ..group_commit import GroupCommit
 from .records import CURRENT_VERSION, RecordKey, StoreVersionError, persistable, refuse_newer
 
@@ -92,6 +100,7 @@ class SqliteLinkStore:
                 # deletes a file per transaction, about ten times the cost.
                 self._db.execute("PRAGMA journal_mode=WAL")
         except sqlite3.Error as e:
+            self._refused(e)
             raise LinkStoreError(f"{self.path}: cannot open the link store: {e}") from e
         try:
             self._open()
@@ -116,6 +125,7 @@ class SqliteLinkStore:
                 raise LinkStoreError(f"{self.path}: not a link store (no schema_version table)")
             rows = self._db.execute("SELECT version FROM schema_version").fetchall()
         except sqlite3.Error as e:
+            self._refused(e)
             raise LinkStoreError(f"{self.path}: cannot read the link store: {e}") from e
         if len(rows) != 1 or not isinstance(rows[0][0], int):
             raise StoreVersionError(f"{self.path}: schema_version: expected one integer row, "
@@ -144,10 +154,19 @@ class SqliteLinkStore:
                         self._db.execute(statement)
                 self._db.execute("COMMIT")
             except BaseException:
-                self._db.execute("ROLLBACK")
+                # A full disk makes SQLite roll back itself: a second ROLLBACK would fail
+                # and hide why the first statement did.
+                if self._db.in_transaction:
+                    self._db.execute("ROLLBACK")
                 raise
         except sqlite3.Error as e:
+            self._refused(e)
             raise LinkStoreError(f"{self.path}: link store write failed: {e}") from e
+
+    def _refused(self, exc: sqlite3.Error) -> None:
+        """Record an error the disk caused as the run's write failure."""
+        if is_write_error(exc):
+            write_failure.record(self.path, exc)
 
     def link_generation(self) -> tuple[int, int] | None:
         """What changes whenever a link's record may have: SQLite's data_version (commits
@@ -295,9 +314,13 @@ class SqliteLinkStore:
                 else:
                     self._transaction(statements)
             except sqlite3.Error as e:
-                self._failed = LinkStoreError(f"{self.path}: link store write failed: {e}")
+                if is_write_error(e):
+                    self._refused(e)  # recorded: the run ends, no delivery fails for it
+                else:
+                    self._failed = LinkStoreError(f"{self.path}: link store write failed: {e}")
             except LinkStoreError as e:
-                self._failed = e
+                if not is_write_error(e.__cause__ or e):  # _transaction recorded a write error
+                    self._failed = e
 
     def _raise_failed(self) -> None:
         if self._failed is not None:
