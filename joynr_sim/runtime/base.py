@@ -262,9 +262,10 @@ class Runtime:
     def emit(self, ev: str, **fields: Any) -> dict[str, Any]:
         return self.trace.emit(ev, **fields)
 
-    def trace_msg(self, ev: str, msg: JoynrMessage | None, **extra: Any) -> None:
+    def trace_msg(self, ev: str, msg: JoynrMessage | None, sender: str | None = None, **extra: Any) -> None:
+        """``sender``: for an event of no one message (a count of a sender's messages), its ``from``."""
         if msg is None:
-            fields = {"msg": None, "type": None, "from": None, "to": None, "hops": None, "corr": None,
+            fields = {"msg": None, "type": None, "from": sender, "to": None, "hops": None, "corr": None,
                       "exp": None}
         else:
             fields = {
@@ -276,7 +277,7 @@ class Runtime:
                 "corr": msg.header(REQUEST_REPLY_ID),
                 "exp": msg.expiry_date_ms,  # what a check needs to know whether it could still arrive
             }
-        self.trace.emit(ev, **(fields | extra))
+        self.trace.emit(ev, **fields, **extra)
 
     # -- carrying out the router's decisions ---------------------------------------------
     _on_action: dict[type, Callable[[Any, Any], None]]  # per class: _action_table
@@ -326,9 +327,7 @@ class Runtime:
         extra = {k: v for k, v in (("via", action.via), ("gbid", action.gbid),
                                    ("detail", action.detail), ("field", action.field), ("count", action.count))
                  if v is not None}
-        if action.msg is None and action.sender is not None:
-            extra["from"] = action.sender  # a line counting a sender's messages
-        self.trace_msg("msg.drop", action.msg, reason=action.reason, **extra)
+        self.trace_msg("msg.drop", action.msg, action.sender, reason=action.reason, **extra)
 
     def _on_queue(self, action: Queue) -> None:
         self.trace_msg("msg.queue", action.msg, reason=action.reason)
