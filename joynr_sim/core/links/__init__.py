@@ -16,8 +16,11 @@ and thread-safe. Its parts:
   store      the record of one link and the LinkStore protocol it is persisted through
   reconcile  the unsettled deliveries of a resumed link against the peer's, or of a link
              established anew because the peer kept no state
-  link       one Link: attach and its modes, detach, deliveries, expiry; its turn; its
-             record in the store, which registries of several processes may share
+  link       one Link: attach and its modes, detach, unsettled deliveries
+  state      what a link holds, and the views of it
+  record     a link's record in the store, which registries of several processes may
+             share; the refresh and expiry of links against it
+  turn       a link's turn: the FIFO ticket lock its operations run in
   registry   LinkRegistry: one Link per key, loading the store, reopen (a restarted
              process), refresh, purge, event delivery
 

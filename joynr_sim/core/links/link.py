@@ -1,7 +1,5 @@
-"""One link and its operations: attach (establish, reattach, resume, recover, steal,
-reject), detach, unsettled deliveries, expiry. Links come from ``LinkRegistry``.
-Longer than 400 lines because every operation runs in the same turn on the same state
-(one lock, one record), which reads best in one place.
+"""One link's operations: attach (establish, reattach, resume, recover, steal, reject),
+detach, and its unsettled deliveries. Links come from ``LinkRegistry``.
 
 Link.attach decides one mode (checked in this order):
   reject     recover with nothing stored (amqp:not-found), or the store could not be read
@@ -20,27 +18,27 @@ Link.attach decides one mode (checked in this order):
 A steal or recover can resume too: the outcome's recovered/resumed flags say so.
 
 Registries of other holders (processes) may share the store: attach, detach, purge and
-refresh first bring the link up to its record in the store (``_sync``), so the connection
-the record names is the owner wherever it was attached.
+refresh first bring the link up to its record in the store (``_sync``, in ``record``), so
+the connection the record names is the owner wherever it was attached.
+
+What a link holds and its views are in ``state``, its record in the store (and the
+registry's refresh and expiry against it) in ``record``, its turn in ``turn``; this module
+holds only what a connection drives: attach, detach and deliveries.
 
 Locking, and why it cannot deadlock: see the package doc.
 """
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
 
 from .events import (
     LinkAttached,
     LinkDetached,
     LinkEvent,
-    LinkExpired,
     LinkRecovered,
     LinkResumed,
     LinkStolen,
-    LinkStored,
     StolenCallback,
 )
 from .model import (
@@ -58,9 +56,7 @@ from .model import (
     DetachOutcome,
     LinkError,
     LinkErrorCondition,
-    LinkKey,
     LinkStateError,
-    Role,
     Terminus,
     TerminusDurability,
     validate_connection_id,
@@ -69,124 +65,16 @@ from .model import (
     validate_unsettled,
 )
 from .reconcile import reconcile, restart_deliveries
-from .store import LinkStoreError, StoredLink
-
-if TYPE_CHECKING:  # pragma: no cover
-    from .registry import LinkRegistry
-
-_MIRRORED = object()  # Link._stored: the record of the link as it is in memory
+from .record import MIRRORED, LinkRecord
+from .store import LinkStoreError
 
 
-class Link:
+class Link(LinkRecord):
     """One link: its local terminus, remote terminus, owner and unsettled deliveries.
 
     Get it from LinkRegistry.get_sending_link / get_receiving_link, never construct it.
     """
 
-    def __init__(self, registry: LinkRegistry, key: LinkKey) -> None:
-        self._registry = registry
-        self.key = key
-        self._cond = threading.Condition(threading.Lock())
-        self._next_ticket = 0
-        self._serving = 0
-        # Threads in _cond.wait: with none (a link used from one event loop, every MQTT
-        # publish and PUBACK) a turn notifies nobody, which was most of its cost.
-        self._waiters = 0
-        self._turn_lock = _Turn(self)
-        # State below: changed only in a turn, and under _cond so readers see it whole.
-        self._terminus: Terminus | None = None
-        self._remote: Terminus | None = None
-        self._owner: str | None = None
-        self._on_stolen: StolenCallback | None = None
-        self._unsettled: dict[str, str | None] = {}
-        self._detached_since_ms: int | None = registry._clock()
-        # What the store holds for this link; _MIRRORED: the record of the link's own terminus,
-        # deliveries and owner, built when compared (a delivery added or settled changes the
-        # store row by row: rebuilding the record each time sorted every delivery in flight).
-        self._stored: StoredLink | object | None = None
-        self._removed = False  # purged or closed: the registry holds a new Link for the key
-
-    # -- inspection -----------------------------------------------------------------
-    @property
-    def role(self) -> Role:
-        return self.key.role
-
-    @property
-    def link_name(self) -> str:
-        return self.key.link_name
-
-    @property
-    def local_container_id(self) -> str:
-        return self.key.local_container_id
-
-    @property
-    def remote_container_id(self) -> str:
-        return self.key.remote_container_id
-
-    @property
-    def terminus(self) -> Terminus | None:
-        with self._cond:
-            return self._terminus
-
-    @property
-    def source(self) -> Terminus | None:
-        with self._cond:
-            return self._terminus if self.role == "sending" else self._remote
-
-    @property
-    def target(self) -> Terminus | None:
-        with self._cond:
-            return self._remote if self.role == "sending" else self._terminus
-
-    @property
-    def owner(self) -> str | None:
-        """The connection the link is attached on, None while detached."""
-        with self._cond:
-            return self._owner
-
-    @property
-    def is_attached(self) -> bool:
-        return self.owner is not None
-
-    @property
-    def unsettled(self) -> dict[str, str | None]:
-        with self._cond:
-            return dict(self._unsettled)
-
-    @property
-    def detached_since_ms(self) -> int | None:
-        with self._cond:
-            return self._detached_since_ms
-
-    @property
-    def removed(self) -> bool:
-        with self._cond:
-            return self._removed
-
-    def pending(self) -> int:
-        """Operations holding or waiting for this link's turn (the thief queue)."""
-        with self._cond:
-            return self._next_ticket - self._serving
-
-    def wait_pending(self, count: int, timeout: float) -> bool:
-        """Wait until at least count operations hold or wait for the turn."""
-        with self._cond:
-            self._waiters += 1
-            try:
-                return self._cond.wait_for(lambda: self._next_ticket - self._serving >= count, timeout)
-            finally:
-                self._waiters -= 1
-
-    def __repr__(self) -> str:
-        k = self.key
-        return f"Link({k.role}, {k.remote_container_id!r}, {k.link_name!r}, owner={self.owner!r})"
-
-    # -- the turn: a FIFO ticket lock ------------------------------------------------
-    def _turn(self) -> _Turn:
-        return self._turn_lock
-
-
-    # -- operations -----------------------------------------------------------------
     def attach(
         self,
         connection_id: str,
@@ -221,7 +109,7 @@ class Link:
             raise LinkError("unsettled", unsettled, "a peer that kept no state has no unsettled map")
         local, remote = (source, target) if self.role == "sending" else (target, source)
         outcome = None
-        with self._turn():
+        with self._turn:
             if not self._removed:
                 outcome = self._attach_in_turn(
                     connection_id, local, remote, peer, on_stolen, peer_kept_state
@@ -331,7 +219,7 @@ class Link:
         if error is not None and not isinstance(error, str):
             raise LinkError("error", error, "expected an error condition string or None")
         reg = self._registry
-        with self._turn():
+        with self._turn:
             now = reg._clock()
             events: list[LinkEvent] = []
             try:
@@ -380,7 +268,7 @@ class Link:
         store holds it too. The link must be attached."""
         tag = validate_delivery_tag(tag)
         state = validate_delivery_state(state)
-        with self._turn():
+        with self._turn:
             if self._removed or self._owner is None:
                 raise LinkStateError("link", self, "is not attached, no delivery can be added")
             assert self._terminus is not None
@@ -392,12 +280,12 @@ class Link:
             with self._cond:
                 self._unsettled[tag] = state
                 if self._stored is not None:
-                    self._stored = _MIRRORED
+                    self._stored = MIRRORED
 
     def settle(self, tag: str) -> bool:
         """Settle a delivery; False when the link does not track that tag."""
         tag = validate_delivery_tag(tag)
-        with self._turn():
+        with self._turn:
             if tag not in self._unsettled:
                 return False
             assert self._terminus is not None
@@ -408,165 +296,5 @@ class Link:
             with self._cond:
                 del self._unsettled[tag]
                 if self._stored is not None:
-                    self._stored = _MIRRORED
+                    self._stored = MIRRORED
             return True
-
-    # -- helpers (in a turn) ----------------------------------------------------------
-    def _stored_record(self) -> StoredLink | None:
-        if self._stored is _MIRRORED:
-            assert self._terminus is not None
-            self._stored = self._record(self._terminus, self._unsettled, self._owner)
-        return self._stored  # type: ignore[return-value]
-
-    def _record(
-        self, terminus: Terminus, unsettled: Mapping[str, str | None], owner: str | None
-    ) -> StoredLink | None:
-        """What the store should hold for this terminus, per its durability, attached on
-        owner (None: suspended)."""
-        if terminus.durability == TerminusDurability.NONE:
-            return None
-        pairs = (
-            tuple(sorted(unsettled.items()))
-            if terminus.durability == TerminusDurability.UNSETTLED_STATE
-            else ()
-        )
-        holder = None if owner is None else self._registry.holder
-        return StoredLink(self.role, self.remote_container_id, self.link_name, terminus, pairs,
-                          owner, holder)
-
-    def _sync(self, now: int, events: list[LinkEvent]) -> None:
-        """Bring the link up to its record in the store, which a registry of another holder
-        sharing the store may have changed since this one last read or wrote it.
-
-        The connection the record names is the owner. A connection of this registry that
-        it no longer names lost the link meanwhile (stolen, or closed or expired by the
-        other holder): it is detached here, without its on_stolen (only refresh calls that:
-        here it may be the very connection attaching again). When reading the store
-        raises, memory is unchanged and the failure is an event."""
-        reg = self._registry
-        store = reg.store
-        if store is None or reg.max_durability == TerminusDurability.NONE:
-            return  # nothing is stored, so nothing is shared
-        try:
-            record = store.find(self.role, self.remote_container_id, self.link_name)
-        except LinkStoreError as e:
-            events.append(LinkStored(now, self.key, "find", None, False, str(e)))
-            raise
-        if record == self._stored_record():
-            return
-        owner = reg._live_owner(record, self._owner)
-        if self._owner is not None and owner != self._owner:
-            events.append(LinkDetached(now, self.key, self._owner, False,
-                                       None if owner is None else ERR_STOLEN, owner))
-        terminus = None if record is None else reg._effective(record.terminus)
-        with self._cond:
-            if owner != self._owner:
-                self._on_stolen = None
-                self._detached_since_ms = now if owner is None else None
-            self._owner = owner
-            self._terminus = terminus
-            if record is None:
-                self._unsettled = {}
-            elif terminus is not None and terminus.durability == TerminusDurability.UNSETTLED_STATE:
-                self._unsettled = dict(record.unsettled)
-            self._stored = record
-
-    def _write(self, record: StoredLink | None, now: int, events: list[LinkEvent]) -> None:
-        """Bring the store to record (None: nothing stored); store and memory are unchanged
-        when it raises."""
-        store = self._registry.store
-        if store is None or record == self._stored_record():
-            return
-        op = "save" if record is not None else "delete"
-        durability = record.terminus.durability if record is not None else None
-        try:
-            if record is not None:
-                store.save(record)
-            else:
-                store.delete(self.role, self.remote_container_id, self.link_name)
-        except LinkStoreError as e:
-            events.append(LinkStored(now, self.key, op, durability, False, str(e)))
-            raise
-        with self._cond:
-            self._stored = record
-        events.append(LinkStored(now, self.key, op, durability, True))
-
-    def _refresh(self) -> None:
-        """Look in the store whether a connection of another holder took the link from the
-        connection of this registry that has it; if so, detach that connection here and
-        tell it through its on_stolen (its broker may not have closed it: amqtt 0.12 keeps
-        both). Read failures are events; the link stays as it was."""
-        reg = self._registry
-        with self._turn():
-            if self._removed or self._owner is None:
-                return
-            owner, callback = self._owner, self._on_stolen
-            events: list[LinkEvent] = []
-            try:
-                self._sync(reg._clock(), events)
-            except LinkStoreError:
-                pass
-            reg._enqueue(events)
-            if self._owner not in (owner, None) and callback is not None:
-                for event in events:
-                    if isinstance(event, LinkDetached) and event.connection_id == owner:
-                        reg._enqueue_call(callback, event)
-
-    def _purge_if_expired(self, now_ms: int, timeout_ms: int) -> bool:
-        reg = self._registry
-        with self._turn():
-            events: list[LinkEvent] = []
-            try:
-                self._sync(now_ms, events)
-            except LinkStoreError:
-                reg._enqueue(events)  # the failure is an event; the link stays
-                return False
-            since = self._detached_since_ms
-            if (self._removed or self._owner is not None or since is None
-                    or now_ms - since <= timeout_ms):
-                reg._enqueue(events)
-                return False
-            try:
-                self._write(None, now_ms, events)
-            except LinkStoreError:
-                reg._enqueue(events)  # the failure is an event; the link stays
-                return False
-            with self._cond:
-                self._removed = True
-            reg._forget(self)
-            events.append(LinkExpired(now_ms, self.key, since, timeout_ms))
-            reg._enqueue(events)
-            return True
-
-
-class _Turn:
-    """A link's turn, entered and left as a context manager; one object per link, as a turn
-    needs no state of its own (a generator-based context manager was made per operation)."""
-
-    __slots__ = ("_link",)
-
-    def __init__(self, link: Link) -> None:
-        self._link = link
-
-    def __enter__(self) -> None:
-        link = self._link
-        cond = link._cond
-        with cond:
-            ticket = link._next_ticket
-            link._next_ticket += 1
-            if link._waiters:
-                cond.notify_all()  # wake wait_pending
-            if link._serving != ticket:
-                link._waiters += 1
-                try:
-                    while link._serving != ticket:
-                        cond.wait()
-                finally:
-                    link._waiters -= 1
-
-    def __exit__(self, *exc_info: object) -> None:
-        link = self._link
-        with link._cond:
-            link._serving += 1
-            if link._waiters:
-                link._cond.notify_all()
