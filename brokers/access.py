@@ -1,6 +1,6 @@
 """Who may log in to a managed broker, and which topics each login may use: the one model
-both brokers enforce (amqtt through its plugins in ``brokers.amqtt_broker``, Mosquitto
-through the files ``brokers.mosquitto`` renders from it). Pure: no files, sockets or clocks.
+both brokers enforce (amqtt through its plugins in ``brokers.amqtt_access``, Mosquitto
+through the files ``brokers.mosquitto_config`` renders from it). Pure: no files, sockets or clocks.
 
 Every client logs in with its MQTT client id as its username and a password derived from
 the broker set's secret and that username, so holding one client's password says nothing

@@ -22,7 +22,7 @@ returns (``brokers.kinds.MosquittoBrokers``).
 
 Sessions: amqtt keeps them in memory, so a broker stop or crash loses every persistent
 session and queued message; Mosquitto persists them in the run directory, saved after
-every ``autosave`` counted changes (default 1: every change; see ``brokers.mosquitto`` for
+every ``autosave`` counted changes (default 1: every change; see ``brokers.mosquitto_config`` for
 what a SIGKILL loses under each). Either way a persistent session survives a *client's* crash.
 
 The set keeps what every kind shares: the lifecycle of its broker processes (ports, locks,
@@ -169,7 +169,7 @@ class BrokerSet:
         """Let these client ids in on every broker of the set, ahead of their first
         ``credentials``: on Mosquitto one request per broker for them all (the brokers in
         parallel) instead of one per login; before ``start``, the brokers read them when
-        they start, which is cheapest (see ``brokers.mosquitto``). Every id is checked
+        they start, which is cheapest (see ``brokers.mosquitto_control``). Every id is checked
         before any is added."""
         self._kind.admit([access.check_client_id(c) for c in client_ids])
 

@@ -2,7 +2,7 @@
 
 - ``AmqttBrokers``: the embedded broker, ``python -m brokers.amqtt_broker``, one process per
   GBID; it checks the derived passwords itself, so any client id logs in at once;
-- ``MosquittoBrokers``: the mosquitto binary with the config ``brokers.mosquitto`` renders;
+- ``MosquittoBrokers``: the mosquitto binary with the config ``brokers.mosquitto_config`` renders;
   its dynamic security plugin holds every login, so each must be sent to it;
 - ``ExternalBrokers``: brokers at the URLs of the choice, which the set neither starts nor
   logs in to as itself.
@@ -203,7 +203,7 @@ class MosquittoBrokers(_OwnBrokers):
     """Mosquitto's dynamic security plugin holds every login, so a client id it has not seen
     is sent to the running brokers (over the plugin's control topic, no reload) before its
     credentials return, and written into the plugin's config for a broker that starts;
-    logins asked for from several threads meanwhile share one request (``brokers.mosquitto``
+    logins asked for from several threads meanwhile share one request (``brokers.mosquitto_logins``
     says why not a password file)."""
 
     name = "mosquitto"
@@ -223,7 +223,7 @@ class MosquittoBrokers(_OwnBrokers):
     def admit(self, client_ids: list[str]) -> None:
         """One request per broker for them all (the brokers in parallel) instead of one
         per login; before the brokers start, they read them when they start, which is
-        cheapest (see ``brokers.mosquitto``)."""
+        cheapest (see ``brokers.mosquitto_control``)."""
         self._provide_all(list(self._brokers.values()), *self._add(client_ids))
 
     def _login(self, username: str, brokers: list[Broker]) -> tuple[str, str]:

@@ -6,7 +6,7 @@ on it (``relied_on``); ``brokers.semantics`` measures each one on a running brok
 (``joynr-sim brokers check``). ``DECLARED`` is what a run records in its ``run.json``
 (``broker_properties``) without measuring: the outcome per property for each broker kind
 as ``brokers.broker_set`` starts it (amqtt: sessions in memory; Mosquitto: the config of
-``brokers.mosquitto``, persistence saved after every change) and unknown for an external
+``brokers.mosquitto_config``, persistence saved after every change) and unknown for an external
 broker. A test runs the suite against amqtt and Mosquitto and compares it with these
 declarations, so they cannot drift apart from what the brokers do.
 
@@ -140,7 +140,7 @@ DECLARED: dict[str, dict[str, Outcome]] = {
         "retained": Outcome(True, "RETAIN=1"),
         "persistence": Outcome(False, "session present 0 after the restart"),  # sessions live in memory
     },
-    # Mosquitto 2.0 with brokers.mosquitto's config: max_queued_messages 0, persistence saved
+    # Mosquitto 2.0 with brokers.mosquitto_config: max_queued_messages 0, persistence saved
     # after every counted change (autosave 1).
     "mosquitto": {
         "qos1-redelivery": Outcome(True, "DUP=1"),
