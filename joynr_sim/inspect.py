@@ -1,14 +1,9 @@
 """Reading a run's trace for people: ``joynr-sim trace RUN [--msg ID | --participant ID |
 --runtime ID]``.
 
-Runtimes share a millisecond clock, so events of different runtimes within one millisecond
-cannot be ordered by time. A message's own events are ordered by its hop counter first:
-a runtime records ``msg.in`` with the counter as received and everything after it with the
-counter plus one, so the counter orders the hops even where the clock cannot.
-
-Longer than 400 lines because its four views of one run (a message, a participant, a
-runtime, the summary) share the loading, the hop ordering and the formatting helpers;
-each view is one section below.
+Four views of one run (a message, a participant, a runtime, the summary), one section each
+below, sharing the loading and the formatting helpers. A message's path and fate are
+``joynr_sim.message_path``'s, its text diagram ``joynr_sim.inspect_diagram``'s.
 """
 
 from __future__ import annotations
@@ -25,11 +20,10 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
+from .inspect_diagram import sequence_diagram
+from .message_path import Event, MessagePath, conversation_of, is_message_event, message_paths
 from .trace import read_run
 
-Event = dict[str, Any]
-
-MSG_EVENTS = ("msg.out", "msg.in", "msg.deliver", "msg.queue", "msg.drop")
 RT_EVENTS = ("rt.put", "rt.remove", "rt.purge")
 
 
@@ -81,21 +75,12 @@ def entry_text(entry: dict[str, Any] | None) -> str:
     return f"{entry.get('type')} {entry.get('addr')}" + (f" [{', '.join(flags)}]" if flags else "")
 
 
-def hop_label(out: Event) -> str:
-    label = str(out.get("via") or "?")
-    if out.get("gbid"):
-        label += f" {out['gbid']}"
-    if out.get("resent"):
-        label += " resent"
-    return label
-
-
 # -- one message -------------------------------------------------------------------------
 
-def find_message(run: Run, prefix: str) -> str:
+def find_message(run: Run, paths: dict[str, MessagePath], prefix: str) -> str:
     """The message id that ``prefix`` starts, or InspectError naming the candidates."""
-    ids = list(dict.fromkeys(e["msg"] for e in run.events if e.get("ev") in MSG_EVENTS and e.get("msg")))
-    if prefix in ids:
+    ids = list(paths)
+    if prefix in paths:
         return prefix
     matches = [i for i in ids if i.startswith(prefix)]
     if len(matches) == 1:
@@ -110,157 +95,17 @@ def find_message(run: Run, prefix: str) -> str:
     raise InspectError(f"no message with id {prefix!r} in {run.path}{hint}")
 
 
-def position(e: Event) -> tuple[float, int, int]:
-    """msg.in sits between the msg.out that sent it and what its receiver did next."""
-    hops = e.get("hops")
-    hops = 0 if hops is None else hops
-    return (hops + 0.5 if e.get("ev") == "msg.in" else hops, e.get("ts", 0), e.get("seq", 0))
-
-
-def message_events(run: Run, msg_id: str) -> list[Event]:
-    return sorted((e for e in run.events if e.get("ev") in MSG_EVENTS and e.get("msg") == msg_id),
-                  key=position)
-
-
-def conversation(run: Run, msg_id: str) -> list[str]:
-    """The message and its request or reply (same ``corr``), request first."""
-    corr = next((e.get("corr") for e in run.events if e.get("msg") == msg_id and e.get("corr")), None)
-    if corr is None:
-        return [msg_id]
-    first_seen: dict[str, tuple[int, int, int]] = {}
-    for e in run.events:
-        if e.get("ev") in MSG_EVENTS and e.get("corr") == corr and e.get("msg"):
-            key = (0 if e.get("type") == "rq" else 1, e.get("ts", 0), e.get("seq", 0))
-            first_seen[e["msg"]] = min(first_seen.get(e["msg"], key), key)
-    return sorted(first_seen, key=first_seen.__getitem__)
-
-
-def pair_hops(events: list[Event]) -> dict[int, int]:
-    """msg.in index -> index of the msg.out that sent it (earliest unmatched, same transport)."""
-    pending: list[int] = []
-    pairs: dict[int, int] = {}
-    for i, e in enumerate(events):
-        if e["ev"] == "msg.out" and e.get("via") != "inprocess":
-            pending.append(i)
-        elif e["ev"] == "msg.in" and pending:
-            same = [j for j in pending if events[j].get("via") == e.get("via")]
-            j = (same or pending)[0]
-            pending.remove(j)
-            pairs[i] = j
-    return pairs
-
-
-class _Diagram:
-    """A text sequence diagram: one lifeline per runtime, one row per hop or local event;
-    what happened at a lifeline is marked on it and told on the right."""
-
-    GUTTER = 14
-
-    def __init__(self, columns: list[str], labels: Iterable[str]) -> None:
-        self.columns = columns
-        self.width = max([12, *(len(c) + 4 for c in columns), *(len(t) + 6 for t in labels)])
-        self.rows: list[Text] = []
-
-    def center(self, col: int) -> int:
-        return self.GUTTER + col * self.width + self.width // 2
-
-    def _base(self, gutter: str) -> list[str]:
-        chars = list(gutter[: self.GUTTER - 1].ljust(self.GUTTER) + " " * self.width * len(self.columns))
-        for c in range(len(self.columns)):
-            chars[self.center(c)] = "│"
-        return chars
-
-    def _row(self, chars: list[str], note: str, style: str) -> None:
-        line = "".join(chars).rstrip()
-        if note:
-            line = f"{line.ljust(self.GUTTER + self.width * len(self.columns))}  {note}"
-        self.rows.append(Text(line, style=style))
-
-    def header(self) -> Text:
-        chars = list(" " * (self.GUTTER + self.width * len(self.columns)))
-        for c, name in enumerate(self.columns):
-            start = self.center(c) - len(name) // 2
-            chars[start:start + len(name)] = name
-        return Text("".join(chars).rstrip(), style="bold")
-
-    def arrow(self, gutter: str, src: int | None, dst: int | None, label: str, note: str = "",
-              style: str = "") -> None:
-        chars = self._base(gutter)
-        if src is not None and dst is not None and src != dst:
-            a, b = sorted((self.center(src), self.center(dst)))
-            span = list("─" * (b - a - 1))
-            text = f" {label} "
-            at = (len(span) - len(text)) // 2
-            span[at:at + len(text)] = text
-            if dst > src:
-                span[-1] = "▶"
-            else:
-                span[0] = "◀"
-            chars[a + 1:b] = span
-        else:
-            # to its own topic, or a hop whose other end left no trace
-            c = self.center(src if src is not None else dst or 0)
-            chars[c] = "↺" if src == dst else "▷" if dst is None else "▶"
-            note = f"{label}: {note}" if note else label
-        self._row(chars, note, style)
-
-    def mark(self, gutter: str, col: int, symbol: str, note: str, style: str = "") -> None:
-        chars = self._base(gutter)
-        chars[self.center(col)] = symbol
-        self._row(chars, note, style)
-
-
 def render_message(run: Run, prefix: str) -> Group:
-    msg_id = find_message(run, prefix)
-    ids = conversation(run, msg_id)
-    per_msg = {m: message_events(run, m) for m in ids}
-    columns = list(dict.fromkeys(e.get("rt", "?") for m in ids for e in per_msg[m]))
-    col = {rt: i for i, rt in enumerate(columns)}
-    diagram = _Diagram(columns, (hop_label(e) for m in ids for e in per_msg[m]
-                                 if e["ev"] in ("msg.out", "msg.in")))
+    paths = message_paths(run.events)
+    conv = conversation_of(paths, find_message(run, paths, prefix))
     table = Table(title="events", show_lines=False)
     for name in ("msg", "hops", "time", "runtime", "event", "detail"):
         table.add_column(name, no_wrap=name != "detail")
-    parts: list[Any] = []
-    for m in ids:
-        events = per_msg[m]
-        first = events[0]
-        diagram.rows.append(Text(
-            f"{first.get('type')} {m}  {first.get('from')} → {first.get('to')}"
-            + (f"  corr {first['corr']}" if first.get("corr") else ""), style="bold cyan"))
-        pairs = pair_hops(events)
-        received = set(pairs.values())
-        for i, e in enumerate(events):
-            ev = e["ev"]
-            gutter = f"h{e.get('hops')} {run.rel(e)}"
-            rt = e.get("rt", "?")
-            if ev == "msg.in":
-                if i in pairs:
-                    diagram.arrow(gutter, col[events[pairs[i]]["rt"]], col[rt], hop_label(events[pairs[i]]))
-                else:
-                    diagram.arrow(gutter, None, col[rt], hop_label(e), note=f"received at {rt}, "
-                                  "sender left no msg.out", style="yellow")
-            elif ev == "msg.out" and e.get("via") != "inprocess" and i not in received:
-                diagram.arrow(gutter, col[rt], None, hop_label(e),
-                              note=f"sent by {rt} to {e.get('target')}, never received",
-                              style="yellow")
-            elif ev == "msg.deliver":
-                diagram.mark(gutter, col[rt], "●", f"deliver at {rt} to {e.get('to')}")
-            elif ev == "msg.queue":
-                diagram.mark(gutter, col[rt], "◌", f"queue at {rt}: {e.get('reason')}",
-                             style="yellow")
-            elif ev == "msg.drop":
-                diagram.mark(gutter, col[rt], "✗", f"drop at {rt}: {e.get('reason')}",
-                             style="bold red")
-            table.add_row(short(m), str(e.get("hops")), run.rel(e), e.get("rt", "?"), ev,
+    for path in conv.paths:
+        for e in path.events:
+            table.add_row(short(path.msg), str(e.get("hops")), run.rel(e), e.get("rt", "?"), e["ev"],
                           _msg_detail(e))
-        diagram.rows.append(Text(""))
-    if len(ids) == 1 and per_msg[msg_id][0].get("type") == "rq":
-        diagram.rows.append(Text("no reply in the trace", style="yellow"))
-    parts.append(diagram.header())
-    parts.extend(diagram.rows)
-    parts.append(table)
-    return Group(*parts)
+    return Group(*sequence_diagram(conv, run.rel), table)
 
 
 def _msg_detail(e: Event) -> str:
@@ -281,42 +126,22 @@ def _msg_detail(e: Event) -> str:
 
 # -- one participant -----------------------------------------------------------------------
 
-def fate(run: Run, events: list[Event]) -> tuple[str, str]:
-    """What became of one message: (outcome, where)."""
-    last = events[-1]
-    for e in events:
-        if e["ev"] == "msg.deliver":
-            return "delivered", e.get("rt", "?")
-    drops = [e for e in events if e["ev"] == "msg.drop"]
-    if drops:
-        return f"dropped: {drops[-1].get('reason')}", drops[-1].get("rt", "?")
-    if last["ev"] == "msg.queue":
-        return "queued", last.get("rt", "?")
-    if last["ev"] == "msg.out":
-        return "sent, not received", f"{last.get('rt')} → {last.get('target')}"
-    return "received, not routed", last.get("rt", "?")
-
-
-def _messages_table(run: Run, msg_ids: Iterable[str], title: str) -> Table:
+def _messages_table(run: Run, paths: Iterable[MessagePath], title: str) -> Table:
     table = Table(title=title)
     for name in ("msg", "type", "time", "from", "to", "hops", "outcome", "where"):
         table.add_column(name, no_wrap=name in ("msg", "type", "time", "hops"))
-    for m in msg_ids:
-        events = message_events(run, m)
-        first = min(events, key=lambda e: (e.get("ts", 0), e.get("seq", 0)))
-        outcome, where = fate(run, events)
-        style = "" if outcome == "delivered" else "red" if outcome.startswith("dropped") else "yellow"
-        table.add_row(short(m), str(first.get("type")), run.rel(first), str(first.get("from")),
-                      str(first.get("to")), str(max((e.get("hops") or 0) for e in events)),
-                      Text(outcome, style=style), where)
+    for path in paths:
+        first, fate = path.first, path.fate
+        style = "" if fate.kind == "delivered" else "red" if fate.kind == "dropped" else "yellow"
+        table.add_row(short(path.msg), str(first.get("type")), run.rel(first), str(first.get("from")),
+                      str(first.get("to")), str(path.hops), Text(fate.outcome, style=style), fate.where)
     return table
 
 
 def render_participant(run: Run, participant: str) -> Group:
     rt_events = [e for e in run.events if e.get("ev") in RT_EVENTS and e.get("participant") == participant]
     msg_ids = list(dict.fromkeys(
-        e["msg"] for e in run.events
-        if e.get("ev") in MSG_EVENTS and e.get("msg") and participant in (e.get("from"), e.get("to"))))
+        e["msg"] for e in run.events if is_message_event(e) and participant in (e.get("from"), e.get("to"))))
     if not rt_events and not msg_ids:
         known = sorted({e["participant"] for e in run.events
                         if e.get("ev") in RT_EVENTS and e.get("participant")})
@@ -336,7 +161,8 @@ def render_participant(run: Run, participant: str) -> Group:
                         Text(outcome, style="red" if outcome.startswith("refused") else ""),
                         str(e.get("reason") or ""), str(e.get("origin") or ""), change,
                         str(e.get("policy") or ""))
-    return Group(history, _messages_table(run, msg_ids, f"messages from or to {participant}"))
+    paths = message_paths(run.events)
+    return Group(history, _messages_table(run, (paths[m] for m in msg_ids), f"messages from or to {participant}"))
 
 
 # -- one runtime -----------------------------------------------------------------------------
@@ -372,7 +198,10 @@ def render_runtime(run: Run, runtime: str) -> Group:
     parts: list[Any] = [head, counts]
     if timeline.row_count:
         parts.append(timeline)
-    lost = [m for m in _message_ids(e for e in events) if not _reached(run, m)]
+    paths = message_paths(run.events)
+    # in the order they first passed this runtime
+    lost = [paths[m] for m in dict.fromkeys(e["msg"] for e in events if is_message_event(e))
+            if not paths[m].delivered]
     if lost:
         title = f"messages through {runtime} that did not reach their target"
         parts.append(_messages_table(run, lost, title))
@@ -385,14 +214,6 @@ def misc_detail(e: Event) -> str:
 
 
 # -- the run ---------------------------------------------------------------------------------
-
-def _message_ids(events: Iterable[Event]) -> list[str]:
-    return list(dict.fromkeys(e["msg"] for e in events if e.get("ev") in MSG_EVENTS and e.get("msg")))
-
-
-def _reached(run: Run, msg_id: str) -> bool:
-    return any(e.get("ev") == "msg.deliver" for e in message_events(run, msg_id))
-
 
 def render_summary(run: Run) -> Group:
     events = run.events
@@ -434,7 +255,7 @@ def render_summary(run: Run) -> Group:
                           style="red" if failed else "green"))
         for e in failed:
             parts.append(Text(f"  step {e.get('index')} {e.get('name')}: {e.get('detail')}", style="red"))
-    lost = [m for m in _message_ids(events) if not _reached(run, m)]
+    lost = [p for p in message_paths(events).values() if not p.delivered]
     if lost:
         parts.append(_messages_table(run, lost, "messages that did not reach their target"))
     else:

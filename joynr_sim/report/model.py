@@ -3,19 +3,19 @@ diagram of each conversation, the routing-entry history of every participant, th
 the plots draw and the violations with what they link to.
 
 Everything here is plain data for the page (the templates lay it out, ``report.js`` draws
-the diagrams and timelines from it); no file or clock is touched. The hops of a message are
-ordered and paired the way ``joynr-sim trace --msg`` orders them, with its helpers.
+the diagrams and timelines from it); no file or clock is touched. A message's hops and fate
+come from ``joynr_sim.message_path``, as ``joynr-sim trace --msg`` shows them.
 """
 
 from __future__ import annotations
 
 import math
 from collections import Counter, defaultdict
-from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from ..inspect import MSG_EVENTS, RT_EVENTS, Run, entry_text, fate, hop_label, misc_detail, pair_hops, position
+from ..inspect import RT_EVENTS, Run, entry_text, misc_detail
+from ..message_path import Conversation, Hop, conversations, message_paths
 from .inputs import RunInput, Violation
 
 Event = dict[str, Any]
@@ -39,105 +39,64 @@ class Messages:
     not_listed: int  # messages left out past MAX_CONVERSATIONS
 
 
-def _by_message(events: Iterable[Event]) -> dict[str, list[Event]]:
-    by_msg: dict[str, list[Event]] = defaultdict(list)
-    for e in events:
-        if e["ev"] in MSG_EVENTS and isinstance(e.get("msg"), str):
-            by_msg[e["msg"]].append(e)
-    for evs in by_msg.values():
-        evs.sort(key=position)
-    return by_msg
-
-
-def _conversations(by_msg: dict[str, list[Event]]) -> list[list[str]]:
-    """Message ids grouped by request/reply correlation id, request first (as ``joynr-sim
-    trace --msg`` shows them); a message without one is a conversation of its own."""
-    groups: dict[str, list[str]] = {}
-    order: list[str] = []
-    for m, evs in by_msg.items():
-        corr = next((e["corr"] for e in evs if isinstance(e.get("corr"), str) and e["corr"]), None)
-        key = f"corr:{corr}" if corr else f"msg:{m}"
-        if key not in groups:
-            groups[key] = []
-            order.append(key)
-        groups[key].append(m)
-
-    def first_seen(m: str) -> tuple[int, int, int]:
-        e = min(by_msg[m], key=lambda e: (e["ts"], e["seq"]))
-        return (0 if e.get("type") == "rq" else 1, e["ts"], e["seq"])
-
-    return [sorted(groups[k], key=first_seen) for k in order]
-
-
-def diagram(run: Run, ids: list[str], by_msg: dict[str, list[Event]]) -> dict[str, Any]:
+def diagram(run: Run, conv: Conversation) -> dict[str, Any]:
     """A sequence diagram: lifelines per runtime, a row per hop (an arrow labelled with its
     transport, GBID and ``resent``) or per local event (deliver, queue, drop with its reason)."""
-    columns = list(dict.fromkeys(e["rt"] for m in ids for e in by_msg[m]))
-    col = {rt: i for i, rt in enumerate(columns)}
+    col = {rt: i for i, rt in enumerate(conv.runtimes)}
     rows: list[dict[str, Any]] = []
-    for m in ids:
-        events = by_msg[m]
-        first = events[0]
-        rows.append({"k": "head", "msg": m, "text": f"{first.get('type')} {m}  {first.get('from')} → "
-                     f"{first.get('to')}" + (f"  corr {first['corr']}" if first.get("corr") else "")})
-        pairs = pair_hops(events)
-        received = set(pairs.values())
-        for i, e in enumerate(events):
+    for path in conv.paths:
+        head = path.head
+        rows.append({"k": "head", "msg": path.msg, "text": f"{head.get('type')} {path.msg}  {head.get('from')} → "
+                     f"{head.get('to')}" + (f"  corr {head['corr']}" if head.get("corr") else "")})
+        for step in path.steps:
+            e = step.at
             g = f"h{e.get('hops')} +{rel(run, e['ts'])}ms"
-            rt, ev = e["rt"], e["ev"]
-            if ev == "msg.in":
-                if i in pairs:
-                    out = events[pairs[i]]
-                    rows.append({"k": "hop", "a": col[out["rt"]], "b": col[rt], "label": hop_label(out), "g": g,
-                                 "s": "warn" if out.get("resent") else ""})
-                else:
-                    rows.append({"k": "hop", "a": None, "b": col[rt], "label": hop_label(e), "g": g, "s": "warn",
-                                 "note": f"received at {rt}; the sender left no msg.out"})
-            elif ev == "msg.out" and e.get("via") != "inprocess" and i not in received:
-                rows.append({"k": "hop", "a": col[rt], "b": None, "label": hop_label(e), "g": g, "s": "bad",
-                             "note": f"sent by {rt} to {e.get('target')}, never received"})
-            elif ev == "msg.deliver":
-                rows.append({"k": "mark", "c": col[rt], "sym": "●", "g": g, "s": "ok",
+            if isinstance(step, Hop):
+                rows.append(_hop_row(step, col, g))
+            elif step.kind == "deliver":
+                rows.append({"k": "mark", "c": col[e["rt"]], "sym": "●", "g": g, "s": "ok",
                              "note": f"delivered to {e.get('to')}"})
-            elif ev == "msg.queue":
-                rows.append({"k": "mark", "c": col[rt], "sym": "◌", "g": g, "s": "warn",
+            elif step.kind == "queue":
+                rows.append({"k": "mark", "c": col[e["rt"]], "sym": "◌", "g": g, "s": "warn",
                              "note": f"queued: {e.get('reason')}"})
-            elif ev == "msg.drop":
+            else:
                 detail = f" ({e['detail']})" if e.get("detail") else ""
-                rows.append({"k": "mark", "c": col[rt], "sym": "✗", "g": g, "s": "bad",
+                rows.append({"k": "mark", "c": col[e["rt"]], "sym": "✗", "g": g, "s": "bad",
                              "note": f"dropped: {e.get('reason')}{detail}"})
-    if len(ids) == 1 and by_msg[ids[0]][0].get("type") == "rq":
+    if conv.unanswered:
         rows.append({"k": "note", "text": "no reply in the trace", "s": "warn"})
-    return {"columns": columns, "rows": rows, "ids": ids}
+    return {"columns": conv.runtimes, "rows": rows, "ids": conv.ids}
+
+
+def _hop_row(hop: Hop, col: dict[str, int], g: str) -> dict[str, Any]:
+    if hop.sent is None:
+        return {"k": "hop", "a": None, "b": col[hop.at["rt"]], "label": hop.label, "g": g, "s": "warn",
+                "note": f"received at {hop.receiver}; the sender left no msg.out"}
+    if hop.received is None:
+        return {"k": "hop", "a": col[hop.at["rt"]], "b": None, "label": hop.label, "g": g, "s": "bad",
+                "note": f"sent by {hop.sender} to {hop.sent.get('target')}, never received"}
+    return {"k": "hop", "a": col[hop.sent["rt"]], "b": col[hop.received["rt"]], "label": hop.label, "g": g,
+            "s": "warn" if hop.sent.get("resent") else ""}
 
 
 def messages(run: Run) -> Messages:
-    by_msg = _by_message(run.events)
-    convs = _conversations(by_msg)
-
-    def failing(ids: list[str]) -> bool:
-        if any(fate(run, by_msg[m])[0] != "delivered" for m in ids):
-            return True
-        return by_msg[ids[0]][0].get("type") == "rq" and not any(by_msg[m][0].get("type") == "rp" for m in ids)
-
-    bad = [c for c in convs if failing(c)]
-    chosen = (bad + [c for c in convs if not failing(c)])[:MAX_CONVERSATIONS]
+    paths = message_paths(run.events)
+    convs = conversations(paths)
+    bad = [c for c in convs if c.failing]
+    chosen = (bad + [c for c in convs if not c.failing])[:MAX_CONVERSATIONS]
     chosen_set = {id(c) for c in chosen}
     kept = [c for c in convs if id(c) in chosen_set]  # back in order of appearance
-    models = [diagram(run, ids, by_msg) for ids in kept]
+    models = [diagram(run, c) for c in kept]
     rows = []
-    for index, ids in enumerate(kept):
-        for m in ids:
-            events = by_msg[m]
-            first = min(events, key=lambda e: (e["ts"], e["seq"]))
-            outcome, where = fate(run, events)
-            rows.append({"id": m, "type": str(first.get("type")), "from": str(first.get("from")),
-                         "to": str(first.get("to")), "t": rel(run, first["ts"]),
-                         "hops": max((e["hops"] for e in events if isinstance(e.get("hops"), int)), default=0),
-                         "outcome": outcome, "where": where, "conv": index})
+    for index, conv in enumerate(kept):
+        for path in conv.paths:
+            first = path.first
+            rows.append({"id": path.msg, "type": str(first.get("type")), "from": str(first.get("from")),
+                         "to": str(first.get("to")), "t": rel(run, first["ts"]), "hops": path.hops,
+                         "outcome": path.fate.outcome, "where": path.fate.where, "conv": index})
     rows.sort(key=lambda r: (r["t"], r["id"]))
-    failing_idx = [i for i, ids in enumerate(kept) if failing(ids)]
-    return Messages(rows, models, failing_idx, sum(len(c) for c in convs) - sum(len(c) for c in kept))
+    failing_idx = [i for i, c in enumerate(kept) if c.failing]
+    return Messages(rows, models, failing_idx, sum(len(c.paths) for c in convs) - sum(len(c.paths) for c in kept))
 
 
 # -- routing entries over time ---------------------------------------------------------------
