@@ -39,7 +39,7 @@ from analytics.runner import check_runs
 from analytics.schema import TRACE_V1
 from analytics.session import start, tune
 from analytics.synthetic import CHECK_NAMES, generate
-from joynr_sim.host.peak_memory import peak_mib
+from joynr_sim.host.process.peak_memory import peak_mib
 
 ROOT = Path(__file__).resolve().parent.parent
 

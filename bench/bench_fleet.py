@@ -50,8 +50,8 @@ from paho.mqtt.enums import CallbackAPIVersion
 
 from brokers import mosquitto
 from joynr_sim.core.address import MqttAddress
-from joynr_sim.host.event_loop import event_loop_choice
-from joynr_sim.host.peak_memory import peak_mib
+from joynr_sim.host.process.event_loop import event_loop_choice
+from joynr_sim.host.process.peak_memory import peak_mib
 from joynr_sim.runtime.participants import EchoProvider
 from joynr_sim.scenario.fleet import PURGE_MS
 from joynr_sim.simulation import Simulation
@@ -259,12 +259,12 @@ async def _profile(sim: Simulation, pairs: list[tuple[Any, Any]], calls_per_cons
     (the profiler makes each call several times dearer): where the hosts spend a call's CPU.
     Functions are added up over the hosts by name; counts are per call."""
     processes = {r.process for r in sim.runtimes.values() if getattr(r, "process", None) is not None}
-    await _all(p.request("profile", {"enable": True}) for p in processes)
+    await _all(p.profile(True) for p in processes)
     results = await _all(
         app.load(proxy.participant_id, proxy.provider_participant_id, "echo", ["x" * 100],
                  calls=calls_per_consumer, concurrency=CONCURRENCY, ttl_ms=TTL_MS)
         for app, proxy in pairs)
-    found = await _all(p.request("profile", {"enable": False}) for p in processes)
+    found = await _all(p.profile(False) for p in processes)
     ok = max(1, sum(r["ok"] for r in results))
     own = sum(f["own_s"] for f in found) or 1.0
     merged: dict[str, list[float]] = {}

@@ -15,7 +15,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from joynr_sim.host.process import HostProcess
+from joynr_sim.host.process.host_process import HostProcess
 from joynr_sim.simulation import Simulation
 
 

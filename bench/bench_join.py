@@ -2,7 +2,7 @@
 
 One Mosquitto, one ``joynr-sim host --join`` on 127.0.0.2; the same steps in a simulation
 whose host processes are local (the baseline) and in one whose are on the joined host:
-a query on the blocking query channel (``queued``), a call through the runtimes (the
+a query (``queued``, an op the host answers at once), a call through the runtimes (the
 request's control round trip plus the joynr messages, which do not cross the control
 channel), and a cluster controller's start. The ratio is joined ÷ local, same run.
 """
@@ -55,7 +55,7 @@ async def _measure(sim_kwargs: dict, run_dir: Path, n: int) -> dict[str, list[fl
         proxy = await app.discover_proxy("joynrsim/Echo", "d")
         for _ in range(n):
             t = time.perf_counter()
-            cc.queued()
+            await cc.queued()
             samples["query"].append(time.perf_counter() - t)
             t = time.perf_counter()
             await proxy.call("echo", "x")

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.bench_e2e import warm_echo_proxy
-from joynr_sim.host.event_loop import CHOICES, event_loop_factory
+from joynr_sim.host.process.event_loop import CHOICES, event_loop_factory
 from joynr_sim.simulation import Simulation
 
 TOP_N = 15

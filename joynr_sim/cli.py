@@ -31,8 +31,8 @@ from .core.address import ADDRESS_TYPES
 from .core.policies import POLICIES, RUNTIME_KINDS
 from .core.routing import policy_matrix
 from .explore.console import add_parser as add_explore_parser
-from .host.event_loop import event_loop_choice
-from .host.join_console import add_parser as add_host_parser
+from .host.join.console import add_parser as add_host_parser
+from .host.process.event_loop import event_loop_choice
 
 _CELL = {"replaced": "[green]replace[/]", "refused": "[red]refuse[/]", "merged": "merge"}
 

@@ -47,10 +47,11 @@ from .core.address import Address, WebSocketAddress
 from .core.gcd import GCD_TOPIC
 from .core.links import LinkRegistry
 from .faults import TRACE_RUNTIME_ID, Faults, ProxiedBrokers
-from .host.groups import HostGroup
-from .host.handles import RemoteClusterController, RemoteLibjoynr, RemoteRuntime
-from .host.join import JOIN_TIMEOUT_S, JoinedHosts
-from .host.process import QUERY_TIMEOUT_S, HostPool
+from .host.join.joined_hosts import JOIN_TIMEOUT_S, JoinedHosts
+from .host.process.groups import HostGroup
+from .host.process.pool import HostPool
+from .host.rpc.handles import RemoteRuntime
+from .host.rpc.kinds import RemoteClusterController, RemoteLibjoynr
 from .runtime.base import Runtime
 from .runtime.cluster_controller import ClusterController
 from .runtime.gcd_service import GcdService, gcd_runtime_id
@@ -84,7 +85,7 @@ class Simulation:
     ) -> None:
         """hosts: with processes, place the runtimes in this many host processes (a cluster
         controller in the next one in turn, its libjoynr runtimes with it; see
-        ``joynr_sim.host.groups``), ``"cores"`` for one per core; None, the default: one
+        ``joynr_sim.host.process.groups``), ``"cores"`` for one per core; None, the default: one
         process per runtime.
 
         join: the run name hosts on other machines joined (``joynr-sim host --join``); start
@@ -184,14 +185,14 @@ class Simulation:
 
     async def check_write_failure(self) -> WriteFailure | None:
         """The first write that failed, after asking every running host process (each
-        answer carries its host's failure, ``host.protocol``): what a runner checks after
+        answer carries its host's failure, ``host.rpc.framing``): what a runner checks after
         every step. A host that does not answer is not waited for past the query bound."""
         processes = {id(p): p for r in self.runtimes.values() if isinstance(r, RemoteRuntime)
                      for p in (r.process,) if p is not None and p.alive}
 
         async def ask(process: Any) -> None:
             try:
-                await process.request("write_failure", {}, QUERY_TIMEOUT_S)
+                await process.ask_write_failure()
             except Exception:  # gone or busy: its runtimes' next answers still carry it
                 pass
 
@@ -298,7 +299,7 @@ class Simulation:
             if isinstance(self._hosts, JoinedHosts):
                 self._hosts.place(runtime_id, like=cc.runtime_id)  # on its cluster controller's machine
             # A controller in a host is told over its control channel, without blocking this loop.
-            token = await cc.admit(runtime_id) if isinstance(cc, RemoteClusterController) else cc.admit(runtime_id)
+            token = await cc.admit(runtime_id)
             if self.processes:
                 runtime: LibjoynrRuntime | RemoteLibjoynr = RemoteLibjoynr(
                     runtime_id, cc.cc_id, cc_address, token=token, options=kwargs, hosts=self._hosts,

@@ -25,7 +25,7 @@ from pyspark.context import SparkContext
 
 from broker_helpers import BrokerFactory, broker_factory, stop_all
 from brokers import BrokerSet
-from joynr_sim.host.process import HostProcess
+from joynr_sim.host.process.host_process import HostProcess
 from joynr_sim.runtime.base import Runtime
 
 # -- tiers ------------------------------------------------------------------------------

@@ -9,7 +9,7 @@ import asyncio
 import pytest
 
 from e2e_helpers import until
-from joynr_sim.runtime.base import _rest_of
+from joynr_sim.runtime.dispatcher import _rest_of
 from joynr_sim.runtime.participants import (
     EchoProvider,
     JoynrTimeoutException,
@@ -106,13 +106,13 @@ async def test_providers_that_return_at_once_and_that_suspend(tmp_path):
         await provider_app.register_provider("dom", "joynrsim/Echo", impl, participant_id="gated")
         proxy = await consumer.create_proxy("joynrsim/Echo", "gated")
         spawned: list[str] = []
-        spawn = provider_app._spawn
+        spawn = provider_app.dispatcher._spawn
 
         def counting_spawn(coro):
             spawned.append(coro.__qualname__)
             return spawn(coro)
 
-        provider_app._spawn = counting_spawn
+        provider_app.dispatcher._spawn = counting_spawn
         # A method that does not suspend is answered without a task.
         assert await proxy.call("echo", "now", ttl_ms=10_000) == "now"
         assert spawned == []
@@ -145,13 +145,13 @@ async def test_a_reply_wakes_its_caller_in_the_loop_turn_it_resolves_and_a_missi
         consumer = await sim.libjoynr("consumer", cc)
         proxy = await consumer.create_proxy("joynrsim/Echo", "nobody")
         call = asyncio.ensure_future(proxy.call("echo", "x", ttl_ms=10_000))
-        await until(lambda: len(consumer._pending) == 1)
-        (reply,) = consumer._pending.values()
+        await until(lambda: len(consumer.dispatcher._pending) == 1)
+        (reply,) = consumer.dispatcher._pending.values()
         reply.set_result(encode_reply("answered", None))
         await asyncio.sleep(0)  # one loop turn
         assert call.done() and call.result() == "answered"
-        assert consumer._pending == {}
+        assert consumer.dispatcher._pending == {}
 
         with pytest.raises(JoynrTimeoutException, match="no reply within 200 ms"):
             await proxy.call("echo", "y", ttl_ms=200)
-        assert consumer._pending == {}
+        assert consumer.dispatcher._pending == {}

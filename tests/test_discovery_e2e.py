@@ -7,9 +7,8 @@ import pytest
 from e2e_helpers import events, until
 from joynr_sim.core.address import MqttAddress
 from joynr_sim.core.discovery import DiscoveryError, DiscoveryErrorException
-from joynr_sim.core.errors import ProviderRuntimeException
+from joynr_sim.core.errors import DiscoveryException, ProviderRuntimeException
 from joynr_sim.core.gcd import GCD_PARTICIPANT_ID
-from joynr_sim.runtime.base import DiscoveryException
 from joynr_sim.runtime.participants import EchoProvider
 from joynr_sim.simulation import Simulation
 

@@ -233,7 +233,7 @@ class _FakeTable:
     def __init__(self, polls: int | None) -> None:
         self.polls, self.lookups = polls, 0
 
-    async def fetch(self, participant_id: str) -> RoutingEntry | None:
+    async def lookup_route(self, participant_id: str) -> RoutingEntry | None:
         self.lookups += 1
         if self.polls is None or self.lookups <= self.polls:
             return None
@@ -245,6 +245,7 @@ class _FakeController:
 
     def __init__(self, k: int, broken: bool, polls: int | None = 0) -> None:
         self.k, self.broken, self.starts, self.table = k, broken, 0, _FakeTable(polls)
+        self.lookup_route = self.table.lookup_route
 
     async def stop(self) -> None:
         if self.broken:

@@ -102,7 +102,7 @@ async def test_a_sigkilled_cc_under_load_loses_nothing_its_mqtt_client_had(tmp_p
 
         await sim.faults.partition("cc-consumer", "gbid1")
         await until(lambda: not consumer_cc.mqtt["gbid1"].connected.is_set())
-        sent = {proxy.one_way("increment", ttl_ms=120_000) for _ in range(count)}
+        sent = {await proxy.one_way("increment", ttl_ms=120_000) for _ in range(count)}
 
         def routed_out() -> set[str]:
             return {e["msg"] for e in events(tmp_path, "msg.out", rt="cc-consumer", via="mqtt")} & sent

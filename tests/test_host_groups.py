@@ -12,7 +12,8 @@ import pytest
 
 from e2e_helpers import events, process_exists
 from joynr_sim.clock import SimClock
-from joynr_sim.host.host import Host
+from joynr_sim.host.rpc import ops
+from joynr_sim.host.rpc.dispatch import Host
 from joynr_sim.runtime.participants import EchoProvider
 from joynr_sim.simulation import Simulation
 from joynr_sim.trace import TraceWriter
@@ -90,7 +91,7 @@ async def test_a_clock_move_reaches_a_shared_host_once(tmp_path):
         process = ccs[0].process
         asked = []
         query = process.query
-        process.query = lambda op, args: (asked.append(op), query(op, args))[1]
+        process.query = lambda op: (asked.append(ops.name_of(op)), query(op))[1]
         sim.clock.advance(5)
         assert asked.count("advance") == 1
         await sim.cluster_controller("cc3")  # started at the offset the host has
@@ -116,14 +117,15 @@ async def test_a_start_in_a_group_does_not_wait_for_another_runtimes_close():
     """A release asks the host to close its runtime outside the group's lock: a start in
     the same group goes on while that round trip is under way (a loaded host makes it
     long)."""
-    from joynr_sim.host.groups import HostGroup
+    from joynr_sim.host.process.groups import HostGroup
 
     asked, answer = asyncio.Event(), asyncio.Event()
 
     class Process:  # a host process whose answer to close is late
         alive = True
 
-        async def request(self, op, args, timeout=60.0):
+        async def request(self, op, timeout=None):
+            assert op == ops.Close(runtime="r0")
             asked.set()
             await answer.wait()
 

@@ -22,7 +22,7 @@ import pytest
 
 from e2e_helpers import process_exists
 from gcd_helpers import POSTGRES_URL
-from joynr_sim.host.mqtt_channel import Channel, Topics
+from joynr_sim.host.join.mqtt_channel import Channel, Topics
 from joynr_sim.inspect import load_run
 from joynr_sim.runtime.participants import EchoProvider
 from joynr_sim.simulation import Simulation

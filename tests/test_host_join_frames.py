@@ -9,9 +9,9 @@ from pathlib import Path
 import msgpack
 import pytest
 
-from joynr_sim.host.join import JoinedHosts, _Waiter
-from joynr_sim.host.mqtt_channel import Topics, check_name
-from joynr_sim.host.supervisor import Supervisor
+from joynr_sim.host.join.joined_hosts import JoinedHosts, _Waiter
+from joynr_sim.host.join.mqtt_channel import Topics, check_name
+from joynr_sim.host.join.supervisor import Supervisor
 
 
 def _runner(tmp_path: Path) -> JoinedHosts:

@@ -17,10 +17,11 @@ import trace_schema
 from joynr_sim.core.discovery import DEFAULT_EXPIRY_MS
 from joynr_sim.core.errors import JoynrTimeoutException
 from joynr_sim.core.policies import PrecedencePolicy
-from joynr_sim.host import process as host_process
-from joynr_sim.host.__main__ import GC_THRESHOLDS
-from joynr_sim.host.process import HostGone, HostProcess
-from joynr_sim.host.protocol import ProtocolError
+from joynr_sim.host.process.entry import GC_THRESHOLDS
+from joynr_sim.host.process.host_process import HostProcess
+from joynr_sim.host.rpc import ops
+from joynr_sim.host.rpc.errors import HostGone, raise_remote
+from joynr_sim.host.rpc.framing import ProtocolError
 from joynr_sim.runtime.participants import EchoProvider
 from joynr_sim.scenario.loader import load_scenario
 from joynr_sim.scenario.runner import run_scenario
@@ -56,11 +57,22 @@ async def gone_within(pid: int, seconds: float) -> bool:
     return True
 
 
+async def ask(host: HostProcess, op: str, args: dict):
+    """A request as a stranger might send it: by name, the arguments unchecked here."""
+    ok, value = await host.exchange(op, args)
+    return value if ok else raise_remote(value)
+
+
+def ask_now(host: HostProcess, op: str, args: dict):
+    ok, value = host.query_exchange(op, args)
+    return value if ok else raise_remote(value)
+
+
 async def test_a_host_greets_and_is_gone_after_close(tmp_path):
     host = HostProcess("h", tmp_path)
     pid = await host.spawn()
     assert exists(pid)
-    assert host.query("advance", {"offset_ms": 5}) == 5  # the query channel answers at once
+    assert host.advance(5) == 5  # the query channel answers at once
     await host.close()
     assert not exists(pid)
 
@@ -75,7 +87,7 @@ async def test_a_host_collects_cyclic_garbage_at_its_own_thresholds(tmp_path, mo
     host = HostProcess("h", tmp_path)
     await host.spawn()
     try:
-        hello = await host.request("hello", {"version": 1})
+        hello = await host.hello()
         assert hello["gc_thresholds"] == list(GC_THRESHOLDS) != [700, 10, 10]
     finally:
         await host.close()
@@ -87,9 +99,9 @@ async def test_a_killed_host_is_gone_and_what_asks_it_is_told(tmp_path):
     assert await host.kill() == pid
     assert not exists(pid) and host.exitcode == -9
     with pytest.raises(HostGone, match=f"host process {pid} has ended"):
-        await host.request("hello", {"version": 1})
+        await host.hello()
     with pytest.raises(HostGone):
-        host.query("advance", {"offset_ms": 1})
+        host.advance(1)
 
 
 async def test_a_bad_request_is_answered_and_the_host_keeps_serving(tmp_path):
@@ -97,14 +109,16 @@ async def test_a_bad_request_is_answered_and_the_host_keeps_serving(tmp_path):
     await host.spawn()
     try:
         with pytest.raises(ProtocolError, match="unknown operation 'nope'"):
-            await host.request("nope", {})
+            await ask(host, "nope", {})
         with pytest.raises(ProtocolError, match="not asked on the query channel"):
-            host.query("start", {"runtime": "cc1", "restart": False})
+            ask_now(host, "start", {"runtime": "cc1", "restart": False})
+        with pytest.raises(ProtocolError, match="not asked on the query channel"):
+            host.query(ops.Start(runtime="cc1", restart=False))  # refused before it is sent
         with pytest.raises(ProtocolError, match="no runtime 'cc1' in this host"):
-            host.query("table_lookup", {"runtime": "cc1", "participant_id": "p", "gbid": None})
-        with pytest.raises(ProtocolError, match="advance.offset_ms: expected int"):
-            host.query("advance", {"offset_ms": "soon"})
-        assert (await host.request("hello", {"version": 1}))["pid"] == host.pid
+            host.query(ops.LookupRoute(runtime="cc1", participant_id="p", gbid=None))
+        with pytest.raises(ProtocolError, match="^advance.offset_ms: expected int, got str$"):
+            ask_now(host, "advance", {"offset_ms": "soon"})
+        assert (await host.hello())["pid"] == host.pid
     finally:
         await host.close()
 
@@ -116,7 +130,7 @@ async def test_garbage_on_the_control_channel_ends_the_host_with_a_clear_error(t
     await asyncio.wait_for(host._child.wait(), 10)
     assert host.exitcode == 2
     with pytest.raises(ProtocolError, match="refused the channel: frame: length"):
-        await host.request("hello", {"version": 1})
+        await host.hello()
     await host.close()
     assert not exists(pid)
 
@@ -131,9 +145,9 @@ class Program(HostProcess):
 async def test_the_host_program_speaks_the_same_protocol(tmp_path):
     host = Program("program", tmp_path)
     pid = await host.spawn()
-    assert host.query("advance", {"offset_ms": 7}) == 7
+    assert host.advance(7) == 7
     with pytest.raises(ProtocolError, match="unknown operation"):
-        await host.request("nope", {})
+        await ask(host, "nope", {})
     await host.close()
     assert not exists(pid) and host.exitcode == 0
 
@@ -155,7 +169,7 @@ async def test_a_host_runs_on_uvloop_unless_the_runner_asks_for_asyncio(tmp_path
         assert (default.event_loop, standard.event_loop) == ("uvloop", "asyncio")  # and each host said so
         assert "uvloop" in loaded_libraries(default.pid)
         assert "uvloop" not in loaded_libraries(standard.pid)
-        assert standard.query("advance", {"offset_ms": 3}) == 3
+        assert standard.advance(3) == 3
     finally:
         await default.close()
         await standard.close()
@@ -172,17 +186,17 @@ async def test_a_host_profiles_between_on_and_off_and_refuses_a_switch_out_of_tu
     await host.spawn()
     try:
         with pytest.raises(ValueError, match="profile: not on"):
-            await host.request("profile", {"enable": False})
-        assert await host.request("profile", {"enable": True}) is None
+            await host.profile(False)
+        assert await host.profile(True) is None
         with pytest.raises(ValueError, match="profile: already on"):
-            await host.request("profile", {"enable": True})
+            await host.profile(True)
         for offset in range(1, 50):
-            await host.request("advance", {"offset_ms": offset})
-        found = await host.request("profile", {"enable": False})
+            await host.request(ops.Advance(offset_ms=offset))
+        found = await host.profile(False)
         assert found["function_calls"] > 0 and found["own_s"] > 0
         assert any(t["function"].startswith("advance_to (clock.py:") and t["calls"] == 49 for t in found["top"])
         with pytest.raises(ValueError, match="profile: not on"):
-            await host.request("profile", {"enable": False})
+            await host.profile(False)
     finally:
         await host.close()
 
@@ -208,7 +222,7 @@ async def test_a_child_answering_garbage_is_killed_and_the_caller_told(tmp_path)
 
 
 async def test_a_child_that_never_answers_is_killed_not_waited_for(tmp_path, monkeypatch):
-    monkeypatch.setattr(host_process, "SPAWN_TIMEOUT_S", 1.0)
+    monkeypatch.setattr(ops, "GREET_TIMEOUT_S", 1.0)
     host = Impostor(tmp_path, "import time; time.sleep(60)")
     with pytest.raises(TimeoutError, match="did not answer hello within 1 s"):
         await host.spawn()
@@ -218,7 +232,7 @@ async def test_a_child_that_never_answers_is_killed_not_waited_for(tmp_path, mon
 PARENT = """
 import asyncio, sys
 from pathlib import Path
-from joynr_sim.host.process import HostProcess
+from joynr_sim.host.process.host_process import HostProcess
 
 async def main():
     host = HostProcess("orphan", Path(sys.argv[1]))

@@ -136,7 +136,7 @@ async def test_messages_for_unknown_participants_wait_within_the_bounds(tmp_path
             await until(lambda: len(events(tmp_path, "msg.queue", rt="cc2")) == 8)
         finally:
             attacker.close()
-        assert cc2.queued() == 3 and cc2.router.queued_bytes <= 3 * mb + 10_000
+        assert await cc2.queued() == 3 and cc2.router.queued_bytes <= 3 * mb + 10_000
         assert await proxy.call("echo", "unbothered", ttl_ms=10_000) == "unbothered"
     full = events(tmp_path, "msg.drop", rt="cc2", reason="queue-full")
     assert [d["msg"] for d in full] == [f"flood-{n}" for n in range(5)]  # the oldest first

@@ -13,7 +13,7 @@ import threading
 import pytest
 
 from broker_helpers import BrokerFactory
-from joynr_sim.host.event_loop import CHOICES, event_loop_factory
+from joynr_sim.host.process.event_loop import CHOICES, event_loop_factory
 from joynr_sim.transport.mqtt import MqttConnection, _connect_failure, unicast_topic
 from joynr_sim.transport.paho_client import RECV_BYTES
 

@@ -25,7 +25,7 @@ async def test_a_failed_announcement_after_a_reconnect_is_tried_again_and_the_re
         for pid in ("first", "second"):
             await app.register_provider("d", "joynrsim/Echo", EchoProvider(), participant_id=pid, scope="LOCAL")
         assert isinstance(app.table.lookup("first").address, InProcessAddress)
-        announce = app._announce_participant
+        announce = app.directory.announce
         failed: list[str] = []
 
         async def times_out_once(pid: str, visible: bool) -> None:
@@ -34,7 +34,7 @@ async def test_a_failed_announcement_after_a_reconnect_is_tried_again_and_the_re
                 raise JoynrTimeoutException("addNextHop: no reply within 10000 ms")
             await announce(pid, visible)
 
-        app._announce_participant = times_out_once
+        app.directory.announce = times_out_once
         await cc.restart()  # forgets the participants; the app reconnects and announces them
         await until(lambda: _announced(cc, "first") and _announced(cc, "second"), 20)
         assert failed == ["first"]

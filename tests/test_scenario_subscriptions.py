@@ -128,7 +128,7 @@ class _Runner(SubscriptionSteps):
     def __init__(self, subscription) -> None:
         self.subscriptions = {"s": (SimpleNamespace(provider_participant_id="p"), subscription)}
 
-    def _context(self, participant_id: str) -> str:
+    async def _context(self, participant_id: str) -> str:
         return f"context of {participant_id}"
 
 

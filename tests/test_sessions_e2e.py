@@ -41,7 +41,7 @@ async def crash_with_unacknowledged_publishes(sim, consumer_cc, provider_cc, pro
     await sim.brokers.stop_broker("gbid1")
     await until(lambda: not consumer_cc.mqtt["gbid1"].connected.is_set())
     for _ in range(count):
-        proxy.one_way("increment")
+        await proxy.one_way("increment")
     await until(lambda: len(consumer_cc.outbox.held(OUTGOING, "gbid1")) == count)
     await consumer_cc.crash()
     await sim.brokers.start_broker("gbid1")
@@ -157,7 +157,7 @@ async def test_mosquitto_restart_keeps_the_queue_of_a_crashed_cc(tmp_path):
         consumer_cc, provider_cc, counter, proxy = await counter_topology(sim)
         await provider_cc.crash()  # its session stays at the broker, suspended
         for _ in range(3):
-            proxy.one_way("increment")
+            await proxy.one_way("increment")
         await until(lambda: len(events(tmp_path, "msg.out", rt="cc-consumer", type="o")) == 3)
         await until(lambda: not consumer_cc.outbox.held(OUTGOING, "gbid1"))  # the broker has them
         await sim.brokers.stop_broker("gbid1")  # clean stop: Mosquitto saves its sessions

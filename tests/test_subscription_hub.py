@@ -24,7 +24,7 @@ from joynr_sim.core.subscription_wire import (
     encode_request,
     encode_stop,
 )
-from joynr_sim.core.subscriptions import SubscriptionQos
+from joynr_sim.core.subscriptions import SubscriptionManager, SubscriptionQos
 from joynr_sim.runtime.participants import CounterProvider, ProviderSkeleton, ProxySkeleton
 from joynr_sim.runtime.subscriptions import Subscriptions
 
@@ -40,7 +40,8 @@ class Recorder:
         self.routed: list[JoynrMessage] = []
         self.events: list[tuple[str, dict]] = []
         self.clock = type("Clock", (), {"now_ms": staticmethod(lambda: NOW)})()
-        self.router = type("Router", (), {"limits": DEFAULT_LIMITS})()
+        self.node = type("Node", (), {"router": type("Router", (), {"limits": DEFAULT_LIMITS})(),
+                                      "subscription_manager": SubscriptionManager(), "publication_managers": {}})()
         self.table = type("Table", (), {"lookup": staticmethod(lambda pid: None)})()
 
     def route(self, msg: JoynrMessage) -> None:
@@ -49,8 +50,11 @@ class Recorder:
     def emit(self, ev: str, **fields) -> None:
         self.events.append((ev, fields))
 
-    def trace_msg(self, ev: str, msg, **fields) -> None:
-        self.events.append((ev, {"msg": msg.id if msg else None, **fields}))
+    def carry_out(self, actions) -> None:
+        """The hub's drops, as the events they become (``action_trace``)."""
+        for drop in actions:
+            self.events.append(("msg.drop", {"msg": drop.msg.id if drop.msg else None, "reason": drop.reason,
+                                             "detail": drop.detail, "field": drop.field}))
 
 
 async def _none(*args) -> None:

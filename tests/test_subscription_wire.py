@@ -28,8 +28,9 @@ from joynr_sim.core.subscription_wire import (
     encode_stop,
 )
 from joynr_sim.core.subscriptions import SubscriptionQos
-from joynr_sim.host.host import Host
-from joynr_sim.host.protocol import ProtocolError, request, validate_request
+from joynr_sim.host.rpc.dispatch import Host
+from joynr_sim.host.rpc.framing import ProtocolError, request
+from joynr_sim.host.rpc.ops import validate_request
 from joynr_sim.runtime.participants import CounterProvider, ProxySkeleton
 from joynr_sim.transport.mqtt import MULTICAST_TOPIC_PREFIX, multicast_topic
 

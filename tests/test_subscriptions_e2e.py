@@ -98,7 +98,7 @@ async def test_local_provider_not_published_to_the_backend(tmp_path):
 async def test_refused_subscriptions(tmp_path):
     async with Simulation(tmp_path, gbids=["gbid1"], broker="amqtt", processes=False) as sim:
         cc1, cc2, consumer, provider_app, proxy = await counter_topology(sim)
-        from joynr_sim.runtime.subscriptions import SubscriptionException
+        from joynr_sim.core.errors import SubscriptionException
         with pytest.raises(SubscriptionException, match="no attribute 'missing'"):
             await proxy.subscribe_attribute("missing")
         with pytest.raises(SubscriptionException, match="every"):

@@ -94,16 +94,15 @@ async def test_a_send_handed_over_before_a_halt_does_not_run_after_it() -> None:
     again before the loop gets to it."""
     class Scheduling:  # the two methods under test, without a whole runtime
         _life = 0
-        _soon = Runtime._soon
-        _in_same_life = Runtime._in_same_life
+        soon = Runtime.soon
 
     runtime = Scheduling()
     sent: list[str] = []
-    runtime._soon(sent.append, "before")
+    runtime.soon(sent.append, "before")
     await asyncio.sleep(0)
-    runtime._soon(sent.append, "halted")
+    runtime.soon(sent.append, "halted")
     runtime._life += 1  # what _halt does
-    runtime._soon(sent.append, "after")
+    runtime.soon(sent.append, "after")
     await asyncio.sleep(0)
     assert sent == ["before", "after"]
 

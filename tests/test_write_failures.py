@@ -24,9 +24,10 @@ from analytics_helpers import RunBuilder
 from joynr_sim.cli import main
 from joynr_sim.clock import SimClock
 from joynr_sim.core.links import LinkStoreError, StoredLink, Terminus
-from joynr_sim.host.__main__ import Server
-from joynr_sim.host.host import Host
-from joynr_sim.host.protocol import HEADER, OPS, QUERY_OPS, ProtocolError, validate_request, validate_response
+from joynr_sim.host.rpc.dispatch import Host
+from joynr_sim.host.rpc.framing import HEADER, ProtocolError, validate_response
+from joynr_sim.host.rpc.ops import OPS, QUERY_OPS, validate_request
+from joynr_sim.host.rpc.server import Server
 from joynr_sim.runtime.participants import EchoProvider
 from joynr_sim.simulation import Simulation
 from joynr_sim.store.link_store import JsonLinkStore, SqliteLinkStore
@@ -208,8 +209,8 @@ async def test_a_link_store_on_a_full_disk_records_the_failure_and_no_delivery_f
 # -- the control protocol ------------------------------------------------------------------------
 
 def test_a_hosts_write_failure_travels_in_its_answers_and_is_checked():
-    assert OPS.get("write_failure") == {} and "write_failure" in QUERY_OPS
-    from joynr_sim.host.protocol import write_failure_of
+    assert OPS["write_failure"].__struct_fields__ == () and "write_failure" in QUERY_OPS  # no arguments
+    from joynr_sim.host.rpc.framing import write_failure_of
 
     assert validate_request({"v": 1, "id": 1, "op": "write_failure", "args": {}})[1] == "write_failure"
     with pytest.raises(ProtocolError):

@@ -25,3 +25,11 @@ class ApplicationException(JoynrRuntimeException):
     def __init__(self, error: str, message: str = "") -> None:
         super().__init__(message or error)
         self.error = error
+
+
+class DiscoveryException(JoynrRuntimeException):
+    """A lookup found no provider (joynr's DiscoveryException)."""
+
+
+class SubscriptionException(JoynrRuntimeException):
+    """The provider refused a subscription, or it could not be set up."""

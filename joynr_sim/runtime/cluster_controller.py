@@ -1,37 +1,35 @@
-"""The cluster controller: an MQTT endpoint (one connection per GBID, each a broker session
-in the link registry), a WebSocket server for libjoynr runtimes, the message router of kind
-cluster controller (``joynr_sim.core.router.CcMessageRouter``), joynr's routing provider and
-the local capabilities directory."""
+"""The cluster controller, composed: a node of kind cluster controller
+(``joynr_sim.core.node.ClusterControllerNode``) and its ports — the provisioned routes
+(joynr's routing and discovery providers, the GCD, and with persistency what was learned
+before), a WebSocket server for its libjoynr runtimes, an MQTT endpoint (one connection per
+GBID, each a broker session in the link registry) — and its local capabilities directory
+(``local_directory``)."""
 
 from __future__ import annotations
 
-import asyncio
 import hmac
 import secrets
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ..core.address import Address, InProcessAddress, MqttAddress, WebSocketAddress, WebSocketClientAddress
-from ..core.discovery import DiscoveryEntry
+from ..core.address import Address, InProcessAddress, MqttAddress, WebSocketAddress
 from ..core.gcd import GCD_PARTICIPANT_ID, GCD_TOPIC
 from ..core.limits import check_int
 from ..core.links import LinkRegistry
-from ..core.message import MULTICAST, JoynrMessage, encode
-from ..core.router import CcMessageRouter
-from ..core.routing import RoutingEntry, RoutingTable
+from ..core.node import ClusterControllerNode
+from ..core.routing import RoutingEntry
 from ..store.route_store import RouteStore, RoutingTablePersistency
 from ..transport.websocket import WebSocketServer
-from .base import FOREVER_MS, Runtime
-from .discovery import (
-    DEFAULT_FRESHNESS_INTERVAL_MS,
-    DISCOVERY_INTERFACE,
-    DiscoveryProvider,
-    LocalDiscovery,
-)
+from .base import FOREVER_MS, offer_route
+from .discovery import DEFAULT_FRESHNESS_INTERVAL_MS, DISCOVERY_INTERFACE, DiscoveryProvider, LocalDiscovery
+from .joynr_runtime import JoynrRuntime
+from .local_directory import LocalDirectory
 from .mqtt_endpoint import BrokerDirectory, MqttEndpoint
 from .participants import ProviderSkeleton
+from .ports import Port
 from .routing_provider import RoutingProvider, routing_provider_participant_id
 from .sessions import open_link_registry
+from .ws_server_port import WebSocketServerPort
 
 DEFAULT_DRAIN_TIMEOUT_MS = 5_000  # a graceful stop's drain, bounded as joynr's prepareForShutdown
 DEFAULT_CONNECT_TIMEOUT_MS = 10_000  # a start's wait for each CONNACK (paho goes on trying)
@@ -40,7 +38,7 @@ MAX_TIMEOUT_MS = 600_000
 
 class CcAddresses:
     """Where a cluster controller is reached: the same whether it runs in this process or
-    in a host process (``joynr_sim.host.handles.RemoteClusterController``)."""
+    in a host process (``joynr_sim.host.rpc.kinds.RemoteClusterController``)."""
 
     gbids: list[str]
     topic: str
@@ -59,9 +57,8 @@ class CcAddresses:
         return WebSocketAddress("WS", self.ws_host, self.ws_port, "/")
 
 
-class ClusterController(CcAddresses, Runtime):
+class ClusterController(CcAddresses, JoynrRuntime):
     kind = "cluster-controller"
-    transports = {MqttAddress: "_publish", WebSocketClientAddress: "_send_ws_soon"}
 
     def __init__(
         self,
@@ -83,17 +80,16 @@ class ClusterController(CcAddresses, Runtime):
         drain_timeout_ms: int = DEFAULT_DRAIN_TIMEOUT_MS,
         connect_timeout_ms: int = DEFAULT_CONNECT_TIMEOUT_MS,
         persist_routing_table: bool = False,
+        ws_host: str = CcAddresses.ws_host,
+        ws_port: int = 0,
+        ws_tokens: Mapping[str, str] | None = None,
         **kwargs: Any,
     ) -> None:
         self.cc_id = cc_id
-        self.drain_timeout_ms = check_int(drain_timeout_ms, "drain_timeout_ms", 0, MAX_TIMEOUT_MS)
+        drain_timeout_ms = check_int(drain_timeout_ms, "drain_timeout_ms", 0, MAX_TIMEOUT_MS)
         connect_timeout_ms = check_int(connect_timeout_ms, "connect_timeout_ms", 1, MAX_TIMEOUT_MS)
-        self.on_client_disconnect = on_client_disconnect
         if type(persist_routing_table) is not bool:
             raise ValueError(f"persist_routing_table: expected true or false, got {persist_routing_table!r}")
-        # The broken rule set: a multicast received from a backend is published again
-        # (joynr_sim.core.multicast), the echo joynr guards against.
-        self.republish_received_multicasts = republish_received_multicasts
         self.gbids = tuple(gbids)
         if not self.gbids:
             raise ValueError(f"gbids: a cluster controller needs at least one GBID ({cc_id!r})")
@@ -101,23 +97,28 @@ class ClusterController(CcAddresses, Runtime):
             raise ValueError(f"gbids: repeated GBID in {list(self.gbids)!r}")
         self.topic = cc_id
         self.client_id = cc_id  # joynr derives the MQTT client id from the persisted CC id
-        self.provisioned = tuple(provisioned)
         self.routing_provider_id = routing_provider_participant_id(cc_id)
-        self.websocket = websocket
-        self.old_joynr = old_joynr
-        self.ws_server: WebSocketServer | None = None
-        self.ws_port = 0
+        self.ws_host, self.ws_port = ws_host, ws_port
         # The token each libjoynr runtime proves its id with; provisioned, so a restart
         # of either side keeps them.
-        self._ws_tokens: dict[str, str] = {}
-        self.discovery: LocalDiscovery | None = None
-        if discovery:
-            self.discovery = LocalDiscovery(
-                cc_id, self.gbids, self.clock_ms, gcd=self._call_gcd, routes=self._put_route,
-                emit=self.emit, spawn=self.spawn, old_joynr=old_joynr,
-                freshness_interval_ms=freshness_interval_ms, remove_stale_delay_ms=remove_stale_delay_ms,
-            )
-        super().__init__(runtime_id or cc_id, **kwargs)
+        self._ws_tokens: dict[str, str] = dict(ws_tokens or {})
+        self.discovery = LocalDiscovery(
+            cc_id, self.gbids, self.clock_ms, lcd=lambda: self.node.lcd, gcd=self._call_gcd,
+            routes=lambda *route: offer_route(self, *route),
+            emit=self.emit, spawn=self.spawn, old_joynr=old_joynr,
+            freshness_interval_ms=freshness_interval_ms, remove_stale_delay_ms=remove_stale_delay_ms,
+        ) if discovery else None
+        directory = LocalDirectory(cc_id, self.discovery)
+        # The broken rule set republish_received_multicasts: a multicast received from a
+        # backend is published again (joynr_sim.core.multicast), the echo joynr guards against.
+        super().__init__(
+            runtime_id or cc_id, directory=directory,
+            node=lambda options: ClusterControllerNode(
+                self.topic, self.gbids, self.clock.now_ms, resolves=discovery,
+                on_client_disconnect=on_client_disconnect, republish_received_multicasts=republish_received_multicasts,
+                **options),
+            **kwargs,
+        )
         # What joynr persists for a cluster controller: its broker sessions, in a link store
         # shared by every runtime started with the same CC id (as a copied persistence file
         # would be), and per runtime the bytes of its unsettled deliveries. The registry
@@ -130,11 +131,21 @@ class ClusterController(CcAddresses, Runtime):
             link_registry=link_registry, outbox_path=state_dir / f"{self.runtime_id}.outbox.sqlite",
             connect_timeout_s=connect_timeout_ms / 1000,
         )
+        self.multicast_topic = self.endpoint.multicast_topic
         # joynr's routing-table persistency, off by default as in joynr: with it, a restart
         # still knows the routes it had learned (a reply's way back to its consumer).
-        self.persistency = RoutingTablePersistency(RouteStore(
+        persistency = RoutingTablePersistency(RouteStore(
             state_dir / f"{cc_id}.routes.sqlite", on_error=lambda exc: self.log_failure("routes.sqlite", exc),
         )) if persist_routing_table else None
+        self.websocket_port = WebSocketServerPort(self, self._authentic, drain_timeout_ms / 1000) if websocket else None
+        # Started in this order: the routes first, the WebSocket server where its libjoynr
+        # runtimes expect it, the brokers, then the directory's work that needs them.
+        self._provisioning = Provisioning(self, tuple(provisioned), persistency)
+        self.ports = [self._provisioning, *([self.websocket_port] if self.websocket_port else []),
+                      self.endpoint, directory]
+        directory.reset()  # the local store, new as the node is
+        self.life_fields = {"cc_id": cc_id, "gbids": list(self.gbids), "own_topics": [self.topic],
+                            "ws_port": self.ws_port}
 
     # The MQTT side, as tests and the scenario runner look at it.
     @property
@@ -153,101 +164,31 @@ class ClusterController(CcAddresses, Runtime):
     def link_registry(self) -> LinkRegistry:
         return self.endpoint.link_registry
 
-    def admit(self, runtime_id: str) -> str:
-        """Provision a libjoynr runtime: the token its WebSocket handshake must carry."""
+    @property
+    def ws_server(self) -> WebSocketServer | None:
+        return self.websocket_port.server if self.websocket_port is not None else None
+
+    @property
+    def persistency(self) -> RoutingTablePersistency | None:
+        return self._provisioning.persistency
+
+    def clock_ms(self) -> int:
+        return self.clock.now_ms()
+
+    async def admit(self, runtime_id: str, token: str | None = None) -> str:
+        """Provision a libjoynr runtime: the token its WebSocket handshake must carry (a new
+        one unless ``token`` is given)."""
+        if token is not None:
+            self._ws_tokens[runtime_id] = token
         return self._ws_tokens.setdefault(runtime_id, secrets.token_hex(16))
 
     def _authentic(self, client_id: str, token: object) -> bool:
         expected = self._ws_tokens.get(client_id)
         return expected is not None and isinstance(token, str) and hmac.compare_digest(expected, token)
 
-    def clock_ms(self) -> int:
-        return self.clock.now_ms()
-
-    def _make_router(self) -> CcMessageRouter:
-        table = RoutingTable(
-            "cluster-controller",
-            policy=self.policy,
-            own_addresses=[self.global_address(g) for g in self.gbids],
-            known_gbids=self.gbids,
-            gcd_participant_id=GCD_PARTICIPANT_ID,
-            clock=self.clock.now_ms,
-        )
-        return CcMessageRouter(
-            table, self.clock.now_ms, own_topic=self.topic, gbids=self.gbids,
-            resolves=self.discovery is not None, on_client_disconnect=self.on_client_disconnect,
-            republish_received_multicasts=self.republish_received_multicasts,
-            **self.router_options,
-        )
-
-    def _life_fields(self) -> dict[str, Any]:
-        return {
-            "cc_id": self.cc_id,
-            "gbids": list(self.gbids),
-            "own_topics": [self.topic],
-            "ws_port": self.ws_port,
-        }
-
-    # -- lifecycle -------------------------------------------------------------------
-    def _on_reset(self) -> None:
-        if self.discovery is not None:
-            self.discovery.reset()
-
-    def close(self) -> None:
-        super().close()
-        self.endpoint.close()
-        if self.persistency is not None:
-            self.persistency.store.close()
-
-    async def _start_transports(self) -> None:
-        self._provision()
-        if self.persistency is not None:  # before a connection can offer or need a route
-            self.persistency.attach(self.table)
-            self.persistency.restore(self.add_next_hop, self.clock.now_ms())
-        if self.websocket:
-            self.ws_server = WebSocketServer(
-                on_frame=lambda client, frame: self.receive_frame(frame, "ws", source=client),
-                on_client=lambda client: None,
-                on_client_gone=lambda client: self.carry_out(self.router.client_gone(client)),
-                on_bad_handshake=lambda reason, detail: self.trace_msg(
-                    "msg.drop", None, reason=reason, via="ws", gbid=None, detail=detail
-                ),
-                authenticate=self._authentic,
-            )
-            # A restarted cluster controller listens where its libjoynr runtimes expect it.
-            await self.ws_server.start(host=self.ws_host, port=self.ws_port)
-            self.ws_port = self.ws_server.port
-        await self.endpoint.start()
-
-    async def _drain(self) -> None:
-        """Finish what was taken on, at most drain_timeout_ms (README "Runtimes"): brokers
-        keep what they deliver from now on for the next start; each libjoynr runtime gets
-        its queued frames, then the closing handshake, and what it sent until then is routed."""
-        self.endpoint.pause_input()
-        await asyncio.sleep(0)  # what this turn scheduled for a WebSocket is queued first
-        if self.ws_server is not None:
-            await self.ws_server.drain(self.drain_timeout_ms / 1000)
-
-    async def _stop_transports(self) -> None:
-        if self.ws_server is not None:
-            await self.ws_server.stop()
-        await self.endpoint.stop()
-
-    async def _abort_transports(self) -> None:
-        if self.ws_server is not None:
-            self.ws_server.abort()
-        await self.endpoint.abort()
-        if self.persistency is not None:
-            self.persistency.store.abandon()  # this turn's routes die with the process
-
-    def _on_started(self) -> None:
-        if self.discovery is not None:
-            self.discovery.on_start()
-
-    def _on_purge(self, now_ms: int) -> None:
-        self.endpoint.purge(now_ms)
-        if self.discovery is not None:
-            self.discovery.tick(now_ms)
+    async def connected(self, gbid: str) -> bool:
+        conn = self.endpoint.connections.get(gbid)
+        return conn is not None and conn.connected.is_set()
 
     async def cut(self, gbid: str) -> None:
         """Cut this cluster controller off the broker of ``gbid`` (the link dies without
@@ -257,88 +198,50 @@ class ClusterController(CcAddresses, Runtime):
     async def heal(self, gbid: str) -> None:
         await self.endpoint.heal(gbid)
 
-    def _provision(self) -> None:
-        routing = ProviderSkeleton(
-            self.routing_provider_id, "io.joynr", RoutingProvider.interface_name, RoutingProvider(self)
-        )
-        self.add_next_hop(
-            self.routing_provider_id, RoutingEntry(InProcessAddress(routing), False, FOREVER_MS, True),
-            "provisioned",
-        )
-        # joynr's routing provider is internal: only this CC's own libjoynr runtimes may
-        # add or remove next hops (from the backend, removeNextHop would cut a provider off).
-        self.router.local_only.add(self.routing_provider_id)
-        if self.discovery is not None:
-            # Every backend has a GCD; lookup(GCD, gbid) gives this topic on that broker.
-            self.add_next_hop(
-                GCD_PARTICIPANT_ID,
-                RoutingEntry(MqttAddress(self.default_gbid, GCD_TOPIC), False, FOREVER_MS, True),
-                "provisioned",
-            )
-            provider = ProviderSkeleton(
-                self.discovery.participant_id, "io.joynr", DISCOVERY_INTERFACE,
-                DiscoveryProvider(self.discovery),
-            )
-            self.add_next_hop(
-                self.discovery.participant_id,
-                RoutingEntry(InProcessAddress(provider), False, FOREVER_MS, True), "provisioned",
-            )
-            self.router.local_only.add(self.discovery.participant_id)  # internal as well
-        for participant_id, address, visible in self.provisioned:
-            self.add_next_hop(participant_id, RoutingEntry(address, visible, FOREVER_MS, True), "provisioned")
-
-    # -- carrying out ----------------------------------------------------------------
-    def _publish(self, msg: JoynrMessage, address: MqttAddress) -> None:
-        refused = self.endpoint.publish(msg, address.broker_uri, address.topic, multicast=msg.type == MULTICAST)
-        if refused is not None:
-            self.carry_out(self.router.send_failed(msg, address, *refused))
-
-    def _send_ws_soon(self, msg: JoynrMessage, address: WebSocketClientAddress) -> None:
-        self._soon(self._send_ws, msg, address)
-
-    def _multicast_topic(self, gbid: str, topic: str, subscribe: bool) -> None:
-        """A multicast's first receiver here wants its topic from a backend, or its last went."""
-        if subscribe:
-            full = self.endpoint.subscribe_multicast(gbid, topic)
-        else:
-            full = self.endpoint.unsubscribe_multicast(gbid, topic)
-        self.emit("mc.subscribe" if subscribe else "mc.unsubscribe", gbid=gbid, topic=full)
-
-    def _send_ws(self, msg: JoynrMessage, address: WebSocketClientAddress) -> None:
-        assert self.ws_server is not None
-        self.ws_server.send_soon(address.id, encode(msg), lambda: self.carry_out(self.router.send_failed(msg, address)))
-
-    async def _resolve(self, participant_id: str) -> None:
-        """A message waits for a participant this CC has no route for (e.g. after a
-        restart): ask discovery, whose answer becomes a route through the policy."""
-        assert self.discovery is not None
-        try:
-            await self.discovery.lookup_participant(participant_id)
-        except Exception:  # not found anywhere: the message waits until it expires
-            pass
-
-    # -- discovery -------------------------------------------------------------------
     async def _call_gcd(self, method: str, params: list[Any], gbid: str, ttl_ms: int) -> Any:
         assert self.discovery is not None
         return await self.request(self.discovery.participant_id, GCD_PARTICIPANT_ID, method, params, ttl_ms,
                                   gbid=gbid)
 
-    def _put_route(self, participant_id: str, entry: RoutingEntry, origin: str) -> None:
-        self.add_next_hop(participant_id, entry, origin)
 
-    def _require_discovery(self) -> LocalDiscovery:
-        if self.discovery is None:
-            raise RuntimeError(f"{self.runtime_id}: runs without discovery")
-        return self.discovery
+class Provisioning(Port):
+    """The routes a cluster controller has before anything connects: joynr's routing
+    provider and, with discovery, its discovery provider and the GCD on every backend (all
+    sticky), what the scenario provisioned, and with persistency what it had learned."""
 
-    async def _discovery_add(self, entry: DiscoveryEntry, gbids: Sequence[str] | None) -> None:
-        await self._require_discovery().add(entry, gbids)
+    def __init__(self, cc: ClusterController, provisioned: tuple[tuple[str, Address, bool], ...],
+                 persistency: RoutingTablePersistency | None) -> None:
+        self.cc, self.provisioned, self.persistency = cc, provisioned, persistency
 
-    async def _discovery_remove(self, participant_id: str) -> None:
-        await self._require_discovery().remove(participant_id)
+    def _offer(self, participant_id: str, entry: RoutingEntry, origin: str = "provisioned") -> None:
+        offer_route(self.cc, participant_id, entry, origin)
 
-    async def _discovery_lookup(self, domains, interface_name, scope, gbids, cache_max_age_ms):
-        return await self._require_discovery().lookup(domains, interface_name, scope, gbids, cache_max_age_ms)
+    async def start(self) -> None:
+        cc = self.cc
+        routing = ProviderSkeleton(cc.routing_provider_id, "io.joynr", RoutingProvider.interface_name,
+                                   RoutingProvider(cc))
+        self._offer(cc.routing_provider_id, RoutingEntry(InProcessAddress(routing), False, FOREVER_MS, True))
+        # joynr's routing provider is internal: only this CC's own libjoynr runtimes may
+        # add or remove next hops (from the backend, removeNextHop would cut a provider off).
+        cc.node.router.local_only.add(cc.routing_provider_id)
+        if cc.discovery is not None:
+            # Every backend has a GCD; lookup(GCD, gbid) gives this topic on that broker.
+            self._offer(GCD_PARTICIPANT_ID, RoutingEntry(MqttAddress(cc.default_gbid, GCD_TOPIC), False, FOREVER_MS,
+                                                         True))
+            provider = ProviderSkeleton(cc.discovery.participant_id, "io.joynr", DISCOVERY_INTERFACE,
+                                        DiscoveryProvider(cc.discovery))
+            self._offer(cc.discovery.participant_id, RoutingEntry(InProcessAddress(provider), False, FOREVER_MS, True))
+            cc.node.router.local_only.add(cc.discovery.participant_id)  # internal as well
+        for participant_id, address, visible in self.provisioned:
+            self._offer(participant_id, RoutingEntry(address, visible, FOREVER_MS, True))
+        if self.persistency is not None:  # before a connection can offer or need a route
+            self.persistency.attach(cc.table)
+            self.persistency.restore(self._offer, cc.clock.now_ms())
 
-    async def _discovery_lookup_participant(self, participant_id, scope, gbids, cache_max_age_ms):
-        return await self._require_discovery().lookup_participant(participant_id, scope, gbids, cache_max_age_ms)
+    async def abort(self) -> None:
+        if self.persistency is not None:
+            self.persistency.store.abandon()  # this turn's routes die with the process
+
+    def close(self) -> None:
+        if self.persistency is not None:
+            self.persistency.store.close()

@@ -60,7 +60,8 @@ class GcdCall(Protocol):
 
 class LocalDiscovery:
     """The local capabilities directory at work; what it needs of its cluster controller
-    is four calls: ask the GCD, offer a routing entry, trace, and run in the background."""
+    is its node's directory (``lcd``: the node owns it, so a crash loses it with the node)
+    and four calls: ask the GCD, offer a routing entry, trace, and run in the background."""
 
     def __init__(
         self,
@@ -68,6 +69,7 @@ class LocalDiscovery:
         gbids: Sequence[str],
         clock: Callable[[], int],
         *,
+        lcd: Callable[[], LocalCapabilitiesDirectory],
         gcd: GcdCall,
         routes: Callable[[str, RoutingEntry, str], Any],
         emit: Callable[..., Any],
@@ -80,6 +82,7 @@ class LocalDiscovery:
         self.gbids = tuple(gbids)
         self.default_gbid = self.gbids[0]
         self.clock = clock
+        self._lcd = lcd
         self._call_gcd = gcd
         self._put_route = routes
         self._emit = emit
@@ -88,11 +91,14 @@ class LocalDiscovery:
         self.freshness_interval_ms = freshness_interval_ms
         self.remove_stale_delay_ms = remove_stale_delay_ms
         self.participant_id = discovery_provider_participant_id(cc_id)
-        # The cluster controller calls reset() when it builds its state.
+        self._last_touch_ms = 0  # set by reset(), once the cluster controller has its clock
+
+    @property
+    def lcd(self) -> LocalCapabilitiesDirectory:
+        return self._lcd()
 
     def reset(self) -> None:
-        """A crash loses the local store and the cache."""
-        self.lcd = LocalCapabilitiesDirectory(self.cc_id, self.gbids, self.clock)
+        """A crash: the next touch is a freshness interval after now."""
         self._last_touch_ms = self.clock()
 
     def on_start(self) -> None:

@@ -1,10 +1,11 @@
 """The Global Capabilities Directory service: one instance per GBID, each a joynr provider on
 that backend's broker, all on one shared store.
 
-An instance is a runtime (kind ``gcd``) composed of an MQTT endpoint (one connection, a
-broker session like a cluster controller's), a cluster controller's message router (it
-learns reply-to routes from the requests it serves) and the GCD provider in process, under
-joynr's default participant id and topic. Store calls run on one worker thread of the instance, so a slow store never
+An instance is a runtime (kind ``gcd``) composed of a GCD node (``core.node.GcdNode``: a
+cluster controller's router, which learns reply-to routes from the requests it serves),
+an MQTT endpoint (one connection, a broker session like a cluster controller's) and the
+GCD provider in process over its store (``GcdStorePort``), under joynr's default
+participant id and topic. Store calls run on one worker thread of the instance, so a slow store never
 blocks the event loop and SQLite keeps its connection on one thread.
 
 Wire methods are the logic's method names: ``add``, ``add_old``, ``lookup_domains``,
@@ -22,7 +23,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from ..core.address import InProcessAddress, MqttAddress
+from ..core.address import InProcessAddress
 from ..core.discovery import (
     DiscoveryErrorException,
     GlobalDiscoveryEntry,
@@ -32,13 +33,13 @@ from ..core.discovery import (
 from ..core.errors import ApplicationException, ProviderRuntimeException
 from ..core.gcd import GCD_INTERFACE, GCD_PARTICIPANT_ID, GCD_TOPIC, GlobalCapabilitiesDirectory
 from ..core.links import LinkRegistry
-from ..core.message import JoynrMessage
-from ..core.router import CcMessageRouter
-from ..core.routing import RoutingEntry, RoutingTable
+from ..core.node import GcdNode
+from ..core.routing import RoutingEntry
 from ..store.gcd_store import open_gcd_store
-from .base import FOREVER_MS, Runtime
+from .base import FOREVER_MS, Runtime, offer_route
 from .mqtt_endpoint import BrokerDirectory, MqttEndpoint
 from .participants import ProviderSkeleton
+from .ports import NoDirectory, Port
 
 
 def gcd_runtime_id(gbid: str) -> str:
@@ -148,7 +149,6 @@ def _cc_of(entry: Any) -> str | None:
 
 class GcdService(Runtime):
     kind = "gcd"
-    transports = {MqttAddress: "_publish"}
 
     def __init__(
         self,
@@ -163,60 +163,62 @@ class GcdService(Runtime):
         **kwargs: Any,
     ) -> None:
         self.gbid = gbid
-        # Entries not touched for this long are removed (None: only expired ones go).
-        self.last_seen_timeout_ms = last_seen_timeout_ms
-        self.sweep_interval_ms = sweep_interval_ms
-        self._last_sweep_ms = 0
-        self.known_gbids = list(known_gbids)
-        self.store_url = store_url
         self.topic = GCD_TOPIC
-        self._executor: ThreadPoolExecutor | None = None
-        self._gcd: GlobalCapabilitiesDirectory | None = None
-        self._store: Any = None  # the SQL store the logic runs on; closed on its worker thread
-        super().__init__(gcd_runtime_id(gbid), **kwargs)
+        super().__init__(gcd_runtime_id(gbid), directory=NoDirectory(f"GCD {gbid}"),
+                         node=lambda options: GcdNode(gbid, self.clock.now_ms, **options), **kwargs)
+        # Entries not touched for this long are removed (None: only expired ones go).
+        self.store = GcdStorePort(self, list(known_gbids), store_url, last_seen_timeout_ms, sweep_interval_ms)
         self.endpoint = MqttEndpoint(
             self, client_id=GCD_TOPIC, topic=GCD_TOPIC, gbids=[gbid], brokers=brokers,
             link_registry=link_registry,
             outbox_path=self.run_dir / "state" / f"{self.runtime_id}.outbox.sqlite",
         )
-
-    def _make_router(self) -> CcMessageRouter:
-        own = MqttAddress(self.gbid, GCD_TOPIC)
-        table = RoutingTable(
-            "cluster-controller", policy=self.policy, own_addresses=[own], known_gbids=[self.gbid],
-            clock=self.clock.now_ms,
-        )
-        return CcMessageRouter(
-            table, self.clock.now_ms, own_topic=GCD_TOPIC, gbids=[self.gbid], resolves=False,
-            **self.router_options,
-        )
-
-    def _life_fields(self) -> dict[str, Any]:
-        return {"cc_id": GCD_TOPIC, "gbids": [self.gbid], "own_topics": [GCD_TOPIC], "ws_port": 0}
+        self.ports = [self.store, self.endpoint]
+        self.life_fields = {"cc_id": GCD_TOPIC, "gbids": [gbid], "own_topics": [GCD_TOPIC], "ws_port": 0}
 
     async def run(self, fn: Callable[[GlobalCapabilitiesDirectory], Any]) -> Any:
         """Run a GCD call on the worker thread that owns the store connection."""
+        return await self.store.run(fn)
+
+
+class GcdStorePort(Port):
+    """The GCD's store, on one worker thread of the instance, and the provider over it; its
+    periodic purge of expired entries and, with a last-seen timeout, the sweep of entries
+    whose cluster controller stopped touching them."""
+
+    def __init__(self, service: GcdService, known_gbids: list[str], store_url: str,
+                 last_seen_timeout_ms: int | None, sweep_interval_ms: int) -> None:
+        self.service = service
+        self.known_gbids = known_gbids
+        self.store_url = store_url
+        self.last_seen_timeout_ms = last_seen_timeout_ms
+        self.sweep_interval_ms = sweep_interval_ms
+        self._last_sweep_ms = 0
+        self._executor: ThreadPoolExecutor | None = None
+        self._gcd: GlobalCapabilitiesDirectory | None = None
+        self._store: Any = None  # the SQL store the logic runs on; closed on its worker thread
+
+    async def run(self, fn: Callable[[GlobalCapabilitiesDirectory], Any]) -> Any:
         if self._executor is None:
-            raise ProviderRuntimeException(f"GCD {self.gbid} is not running")
+            raise ProviderRuntimeException(f"GCD {self.service.gbid} is not running")
         return await asyncio.get_running_loop().run_in_executor(self._executor, lambda: fn(self._gcd))
 
     def _open(self) -> None:
         # One table per run: a shared PostgreSQL database holds many runs side by side.
-        prefix = "gcd_" + hashlib.sha1(self.run_id.encode()).hexdigest()[:16]
+        prefix = "gcd_" + hashlib.sha1(self.service.run_id.encode()).hexdigest()[:16]
         self._store = open_gcd_store(self.store_url, table_prefix=prefix)
         self._gcd = GlobalCapabilitiesDirectory(
-            store=self._store, own_gbid=self.gbid, known_gbids=self.known_gbids, clock=self.clock.now_ms,
+            store=self._store, own_gbid=self.service.gbid, known_gbids=self.known_gbids,
+            clock=self.service.clock.now_ms,
         )
 
-    async def _start_transports(self) -> None:
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=self.runtime_id)
+    async def start(self) -> None:
+        service = self.service
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=service.runtime_id)
         await asyncio.get_running_loop().run_in_executor(self._executor, self._open)
-        skeleton = ProviderSkeleton(GCD_PARTICIPANT_ID, "io.joynr", GCD_INTERFACE, GcdProvider(self))
-        self.add_next_hop(
-            GCD_PARTICIPANT_ID, RoutingEntry(InProcessAddress(skeleton), True, FOREVER_MS, True),
-            "provisioned",
-        )
-        await self.endpoint.start()
+        skeleton = ProviderSkeleton(GCD_PARTICIPANT_ID, "io.joynr", GCD_INTERFACE, GcdProvider(service))
+        offer_route(service, GCD_PARTICIPANT_ID, RoutingEntry(InProcessAddress(skeleton), True, FOREVER_MS, True),
+                    "provisioned")
 
     def _close_store(self) -> None:
         executor, self._executor = self._executor, None
@@ -225,37 +227,25 @@ class GcdService(Runtime):
             executor.submit(lambda: store.close() if store is not None else None)
             executor.shutdown(wait=True)
 
-    async def _stop_transports(self) -> None:
-        await self.endpoint.stop()
+    async def stop(self) -> None:
         await asyncio.to_thread(self._close_store)
 
-    async def _abort_transports(self) -> None:
-        await self.endpoint.abort()
+    async def abort(self) -> None:
         await asyncio.to_thread(self._close_store)
 
-    def close(self) -> None:
-        super().close()
-        self.endpoint.close()
-
-    def _publish(self, msg: JoynrMessage, address: MqttAddress) -> None:
-        refused = self.endpoint.publish(msg, address.broker_uri, address.topic)
-        if refused is not None:
-            self.carry_out(self.router.send_failed(msg, address, *refused))
-
-    def _on_purge(self, now_ms: int) -> None:
-        self.endpoint.purge(now_ms)
+    def tick(self, now_ms: int) -> None:
         if self._executor is not None:
-            self._spawn(self.run(lambda g: g.purge_expired()))
+            self.service.spawn(self.run(lambda g: g.purge_expired()))
             if self.last_seen_timeout_ms is not None and now_ms - self._last_sweep_ms >= self.sweep_interval_ms:
                 self._last_sweep_ms = now_ms
-                self._spawn(self._sweep_not_seen(now_ms))
+                self.service.spawn(self._sweep_not_seen())
 
-    async def _sweep_not_seen(self, now_ms: int) -> None:
+    async def _sweep_not_seen(self) -> None:
         """Entries whose cluster controller stopped touching them go (seed 001); the sweep is
         traced like a removeStale without a cluster controller, so checks see the removal."""
         assert self.last_seen_timeout_ms is not None
-        bound = self.clock.now_ms() - self.last_seen_timeout_ms
+        bound = self.service.clock.now_ms() - self.last_seen_timeout_ms
         removed = await self.run(lambda g: g.purge_not_seen_since(bound))
         if removed:
-            self.emit("gcd.remove_stale", op="sweep", cc=None, max_last_seen=bound,
-                      removed=[list(key) for key in removed], error=None)
+            self.service.emit("gcd.remove_stale", op="sweep", cc=None, max_last_seen=bound,
+                              removed=[list(key) for key in removed], error=None)

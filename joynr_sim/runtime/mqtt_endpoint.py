@@ -21,14 +21,20 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Protocol
 
+from ..core.actions import Action, Drop, Send
+from ..core.address import MqttAddress
 from ..core.limits import InvalidField, check_unicast_topic, shorten
 from ..core.links import LinkRegistry
-from ..core.message import JoynrMessage, encode
+from ..core.message import MULTICAST, JoynrMessage, encode
+from ..core.node import Node
 from ..store.group_commit import after_commit
 from ..store.outbox import Outbox
+from ..trace import TraceWriter
 from ..transport.mqtt import MqttConnection
 from ..transport.mqtt_topics import check_publish_topic, multicast_topic, unicast_topic
 from ..transport.paho_client import Delivery
+from .action_trace import trace_action
+from .ports import Carrier, Port
 from .sessions import BrokerSessions
 
 CONNECT_TIMEOUT_S = 10  # a start's wait for every CONNACK, unless the runtime chose its own
@@ -43,19 +49,15 @@ class BrokerDirectory(Protocol):
 class MqttHost(Protocol):
     runtime_id: str
     running: bool
+    node: Node
+    trace: TraceWriter
 
     def emit(self, ev: str, **fields: Any) -> Any: ...
 
-    def trace_msg(self, ev: str, msg: JoynrMessage | None, **fields: Any) -> None: ...
+    def carry_out(self, actions: Iterable[Action]) -> None: ...
 
-    def mqtt_frame(self, payload: bytes, gbid: str) -> JoynrMessage | None:
-        """The message in a received frame, or None after tracing why it is none."""
-
-    def mqtt_message(self, msg: JoynrMessage, gbid: str) -> None:
-        """Route a message received from the broker of ``gbid``."""
-
-    def internal_error(self, exc: BaseException, msg: JoynrMessage | None, via: str, gbid: str | None) -> None:
-        """A handler failed: record the drop and the traceback, keep serving."""
+    def receive_frame(self, data: bytes, via: str, gbid: str | None = None) -> None:
+        """Decode and route a received frame; never raises (a failure is a traced drop)."""
 
 
 def _tag(msg: JoynrMessage) -> str:
@@ -63,7 +65,7 @@ def _tag(msg: JoynrMessage) -> str:
     return f"{msg.id}/{msg.hops}"
 
 
-class MqttEndpoint:
+class MqttEndpoint(Port):
     def __init__(
         self,
         host: MqttHost,
@@ -99,6 +101,26 @@ class MqttEndpoint:
     @property
     def runtime_id(self) -> str:
         return self.host.runtime_id
+
+    @property
+    def carriers(self) -> dict[type, Carrier]:
+        return {MqttAddress: self._carry}
+
+    def _carry(self, msg: JoynrMessage, address: MqttAddress) -> None:
+        refused = self.publish(msg, address.broker_uri, address.topic, multicast=msg.type == MULTICAST)
+        if refused is not None:
+            self.host.carry_out(self.host.node.send_failed(msg, address, *refused))
+
+    async def drain(self) -> None:
+        self.pause_input()
+
+    def tick(self, now_ms: int) -> None:
+        self.purge(now_ms)
+
+    def multicast_topic(self, gbid: str, topic: str, subscribe: bool) -> None:
+        """A multicast's first receiver here wants its topic from a backend, or its last went."""
+        full = self.subscribe_multicast(gbid, topic) if subscribe else self.unsubscribe_multicast(gbid, topic)
+        self.emit("mc.subscribe" if subscribe else "mc.unsubscribe", gbid=gbid, topic=full)
 
     def emit(self, ev: str, **fields: Any) -> Any:
         return self.host.emit(ev, **fields)
@@ -259,8 +281,8 @@ class MqttEndpoint:
         try:
             mid = conn.publish(topic, payload)
         except (ValueError, ConnectionError) as exc:  # paho's own refusals
-            self.host.trace_msg("msg.drop", msg, reason="no-connection", via="mqtt", gbid=conn.gbid,
-                                detail=shorten(f"{type(exc).__name__}: {exc}", 200))
+            self.host.carry_out([Drop(msg, "no-connection", via="mqtt", gbid=conn.gbid,
+                                      detail=shorten(f"{type(exc).__name__}: {exc}", 200))])
             sessions.discard(conn, tag)
             return
         sessions.published(conn, mid, tag)
@@ -268,22 +290,21 @@ class MqttEndpoint:
     def resend(self, conn: MqttConnection, tag: str, topic: str, payload: bytes) -> None:
         """Publish again what the broker never acknowledged before a crash. A row that
         cannot be sent is dropped with its reason; the rows after it still go."""
-        msg = self.host.mqtt_frame(payload, conn.gbid)
-        if msg is None:  # the drop is traced
+        msg = self.host.node.decode(payload, "mqtt", conn.gbid)
+        if isinstance(msg, Drop):
+            self.host.carry_out([msg])
             self._live_sessions().discard(conn, tag)
             return
         try:
             check_publish_topic(topic, "to.topic")
             mid = conn.publish(topic, payload)
         except (ValueError, ConnectionError) as exc:
-            self.host.trace_msg("msg.drop", msg, reason="invalid-message", via="mqtt", gbid=conn.gbid,
-                                detail=shorten(str(exc), 200))
+            self.host.carry_out([Drop(msg, "invalid-message", via="mqtt", gbid=conn.gbid,
+                                      detail=shorten(str(exc), 200))])
             self._live_sessions().discard(conn, tag)
             return
-        self.host.trace_msg(
-            "msg.out", msg, via="mqtt", addr_type="Mqtt", target=f"{conn.gbid}/{topic}",
-            gbid=conn.gbid, resent=True,
-        )
+        # Sent again, not routed again: traced as the Send it is, never carried out twice.
+        trace_action(self.host.trace, Send(msg, MqttAddress(conn.gbid, topic), resent=True))
         self._live_sessions().published(conn, mid, tag)
 
     # -- receiving -------------------------------------------------------------------
@@ -299,18 +320,12 @@ class MqttEndpoint:
         at its end or not at all, and cost two link operations and a statement per message."""
         if not self.host.running or self._input_paused:
             return  # a crashed or stopping runtime acknowledges nothing: the broker keeps it
-        msg = None
         try:
-            msg = self.host.mqtt_frame(payload, conn.gbid)
-        except Exception as exc:
-            self.host.internal_error(exc, msg, "mqtt", conn.gbid)
-            msg = None
+            self.host.receive_frame(payload, "mqtt", conn.gbid)  # guarded: never raises
         finally:
             # After the commit of this turn: of what handling it wrote.
             if delivery.acknowledged:
                 after_commit(self._ack_committed, self._live_sessions(), conn, delivery)
-        if msg is not None:
-            self.host.mqtt_message(msg, conn.gbid)  # guarded: never raises
 
     def _ack_committed(self, sessions: BrokerSessions, conn: MqttConnection, delivery: Delivery) -> None:
         if sessions is self.sessions and not sessions.closed:
@@ -319,15 +334,8 @@ class MqttEndpoint:
     def handle_again(self, conn: MqttConnection, tag: str, payload: bytes) -> None:
         """A message the outbox holds as received and never handled (see ``_on_message``:
         only a file written by a runtime that held messages before handling them has one)."""
-        msg = self.host.mqtt_frame(payload, conn.gbid)
-        if msg is None:
-            self._live_sessions().handled(conn, tag)
-            return
-        self._handle(conn, tag, msg)
-
-    def _handle(self, conn: MqttConnection, tag: str, msg: JoynrMessage) -> None:
         try:
-            self.host.mqtt_message(msg, conn.gbid)  # guarded: never raises
+            self.host.receive_frame(payload, "mqtt", conn.gbid)  # guarded: never raises
         finally:
             self._live_sessions().handled(conn, tag)
 

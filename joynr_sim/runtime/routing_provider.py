@@ -3,30 +3,15 @@ their participants (next hops) and multicast receivers here."""
 
 from __future__ import annotations
 
-from typing import Protocol
-
 from ..core.address import AddressError, from_json
 from ..core.limits import InvalidField, check_id
 from ..core.multicast import MulticastError, MulticastId, parse
-from ..core.routing import PutResult, RoutingEntry, RoutingTable
-from .base import FOREVER_MS
+from ..core.routing import RoutingEntry
+from .base import FOREVER_MS, Runtime, offer_route
 
 
 def routing_provider_participant_id(cc_id: str) -> str:
     return f"{cc_id}-routingprovider"
-
-
-class HasRoutingTable(Protocol):
-    @property
-    def table(self) -> RoutingTable: ...
-
-    def add_next_hop(self, participant_id: str, entry: RoutingEntry, origin: str) -> PutResult: ...
-
-    def remove_next_hop(self, participant_id: str) -> str: ...
-
-    async def add_multicast_receiver(self, mid: MulticastId, receiver: str) -> None: ...
-
-    async def remove_multicast_receiver(self, mid: MulticastId, receiver: str) -> None: ...
 
 
 class RoutingProvider:
@@ -34,7 +19,7 @@ class RoutingProvider:
 
     interface_name = "joynr/system/Routing"
 
-    def __init__(self, routes: HasRoutingTable) -> None:
+    def __init__(self, routes: Runtime) -> None:
         self._routes = routes
 
     def addNextHop(self, participantId: str, address: str, isGloballyVisible: bool) -> None:
@@ -42,12 +27,11 @@ class RoutingProvider:
             parsed = from_json(address)
         except AddressError as exc:
             raise ValueError(str(exc)) from None
-        self._routes.add_next_hop(
-            participantId, RoutingEntry(parsed, bool(isGloballyVisible), FOREVER_MS), "routing-provider"
-        )
+        offer_route(self._routes, participantId, RoutingEntry(parsed, bool(isGloballyVisible), FOREVER_MS),
+                    "routing-provider")
 
     def removeNextHop(self, participantId: str) -> None:
-        self._routes.remove_next_hop(participantId)
+        self._routes.node.remove_next_hop(participantId)
 
     async def addMulticastReceiver(self, multicastId: str, subscriberParticipantId: str,
                                    providerParticipantId: str) -> None:

@@ -22,6 +22,8 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
+from ..core.actions import Drop
+from ..core.errors import SubscriptionException
 from ..core.message import (
     BROADCAST_SUBSCRIPTION_REQUEST,
     MULTICAST,
@@ -47,9 +49,8 @@ from ..core.subscription_wire import (
     encode_request,
     encode_stop,
 )
-from ..core.subscriptions import ATTRIBUTE, BROADCAST, PublicationManager, SubscriptionManager, SubscriptionQos
+from ..core.subscriptions import ATTRIBUTE, BROADCAST, PublicationManager, SubscriptionQos
 from .participants import (
-    JoynrRuntimeException,
     JoynrTimeoutException,
     Notifier,
     ProviderSkeleton,
@@ -67,10 +68,6 @@ SUBSCRIBE_TTL_MS = 30_000
 MULTICAST_TTL_MS = 10_000
 SUB_KINDS = ("attribute", "broadcast", "multicast")
 MAX_TIMER_S = 3600.0
-
-
-class SubscriptionException(JoynrRuntimeException):
-    """The provider refused a subscription, or it could not be set up."""
 
 
 class _ProviderNotifier(Notifier):
@@ -95,12 +92,12 @@ class Subscriptions:
                  remove_receiver: Callable[[MulticastId, str], Awaitable[None]]) -> None:
         self.runtime = runtime
         self._add_receiver, self._remove_receiver = add_receiver, remove_receiver
-        # consumer side
-        self.manager = SubscriptionManager()
+        # consumer side; the managers' state is the node's, which a crash loses with it
+        self.manager = runtime.node.subscription_manager
         self.subscriptions: dict[str, Subscription] = {}
         self._replies: dict[str, asyncio.Future] = {}
         # provider side: per provider, its publication manager and selective filters
-        self.publishers: dict[str, PublicationManager] = {}
+        self.publishers: dict[str, PublicationManager] = runtime.node.publication_managers
         self._filters: dict[str, dict[str, Any]] = {}
         self._implementations: dict[str, Any] = {}
         self._timer: asyncio.TimerHandle | None = None
@@ -127,9 +124,9 @@ class Subscriptions:
 
     def _on_request(self, msg: JoynrMessage, skeleton: ProviderSkeleton) -> None:
         try:
-            req = decode_request(msg.payload, msg.type, self.runtime.router.limits)
+            req = decode_request(msg.payload, msg.type, self.runtime.node.router.limits)
         except SubscriptionPayloadError as exc:
-            self.runtime.trace_msg("msg.drop", msg, reason="invalid-message", detail=str(exc), field=exc.field)
+            self.runtime.carry_out([Drop(msg, "invalid-message", detail=str(exc), field=exc.field)])
             return
         kind = {SUBSCRIPTION_REQUEST: "attribute", BROADCAST_SUBSCRIPTION_REQUEST: "broadcast",
                 MULTICAST_SUBSCRIPTION_REQUEST: "multicast"}[msg.type]
@@ -172,9 +169,9 @@ class Subscriptions:
 
     def _on_stop(self, msg: JoynrMessage, skeleton: ProviderSkeleton) -> None:
         try:
-            sid = decode_stop(msg.payload, self.runtime.router.limits)
+            sid = decode_stop(msg.payload, self.runtime.node.router.limits)
         except SubscriptionPayloadError as exc:
-            self.runtime.trace_msg("msg.drop", msg, reason="invalid-message", detail=str(exc), field=exc.field)
+            self.runtime.carry_out([Drop(msg, "invalid-message", detail=str(exc), field=exc.field)])
             return
         publisher = self.publishers.get(skeleton.participant_id)
         known = publisher is not None and sid in publisher.subscriptions() \
@@ -198,7 +195,7 @@ class Subscriptions:
 
     def fire(self, provider: str, broadcast: str, value: Any, partitions: tuple[str, ...] = ()) -> None:
         """A non-selective broadcast: one multicast message, routed by the router's rules."""
-        mid = multicast_id(provider, broadcast, partitions, limits=self.runtime.router.limits)
+        mid = multicast_id(provider, broadcast, partitions, limits=self.runtime.node.router.limits)
         msg = self._message(MULTICAST, provider, str(mid), self.now() + MULTICAST_TTL_MS, encode_multicast(value))
         entry = self.runtime.table.lookup(provider)
         self.emit("mc.fire", multicast=str(mid), provider=provider, msg=msg.id,
@@ -223,7 +220,7 @@ class Subscriptions:
         sid = str(uuid.uuid4())
         mid = None
         if kind == "multicast":
-            mid = multicast_id(provider, name, partitions, wildcards=True, limits=self.runtime.router.limits)
+            mid = multicast_id(provider, name, partitions, wildcards=True, limits=self.runtime.node.router.limits)
             await self._add_receiver(mid, proxy)
         sub = Subscription(sid, proxy, provider, name, kind, qos, mid, filter)
         self.subscriptions[sid] = sub
@@ -282,9 +279,9 @@ class Subscriptions:
 
     def _on_reply(self, msg: JoynrMessage) -> None:
         try:
-            sid, error = decode_reply(msg.payload, self.runtime.router.limits)
+            sid, error = decode_reply(msg.payload, self.runtime.node.router.limits)
         except SubscriptionPayloadError as exc:
-            self.runtime.trace_msg("msg.drop", msg, reason="invalid-message", detail=str(exc), field=exc.field)
+            self.runtime.carry_out([Drop(msg, "invalid-message", detail=str(exc), field=exc.field)])
             return
         future = self._replies.get(sid)
         sub = self.subscriptions.get(sid)
@@ -302,9 +299,9 @@ class Subscriptions:
 
     def _on_publication(self, msg: JoynrMessage, proxy: ProxySkeleton) -> None:
         try:
-            sid, value = decode_publication(msg.payload, self.runtime.router.limits)
+            sid, value = decode_publication(msg.payload, self.runtime.node.router.limits)
         except SubscriptionPayloadError as exc:
-            self.runtime.trace_msg("msg.drop", msg, reason="invalid-message", detail=str(exc), field=exc.field)
+            self.runtime.carry_out([Drop(msg, "invalid-message", detail=str(exc), field=exc.field)])
             return
         sub = self.subscriptions.get(sid)
         ok = sub is not None and sub.proxy == proxy.participant_id and msg.sender == sub.provider \
@@ -316,10 +313,10 @@ class Subscriptions:
 
     def _on_multicast(self, msg: JoynrMessage, proxy: ProxySkeleton) -> None:
         try:
-            fired = parse(msg.recipient, limits=self.runtime.router.limits)
+            fired = parse(msg.recipient, limits=self.runtime.node.router.limits)
             value = decode_multicast(msg.payload)
         except (MulticastError, SubscriptionPayloadError) as exc:
-            self.runtime.trace_msg("msg.drop", msg, reason="invalid-message", detail=str(exc))
+            self.runtime.carry_out([Drop(msg, "invalid-message", detail=str(exc))])
             return
         for sub in list(self.subscriptions.values()):
             if sub.proxy == proxy.participant_id and sub.multicast is not None and sub.multicast.matches(fired) \
@@ -362,8 +359,8 @@ class Subscriptions:
 
     def _wake(self) -> None:
         self._timer = None
-        if self.runtime.running and self.runtime.subscriptions is self:  # not a crashed incarnation's
-            self.tick(self.now(), self.runtime._attribute_values)
+        if self.runtime.running and self.runtime.dispatcher.subscriptions is self:  # not a crashed incarnation's
+            self.tick(self.now(), self.runtime.dispatcher.attribute_values)
 
     def tick(self, now: int, values: Callable[[str], dict[str, Any]]) -> None:
         """Time passed: due publications go, expired subscriptions end."""

@@ -27,7 +27,7 @@ from typing import Any
 
 from ..core.errors import JoynrRuntimeException, JoynrTimeoutException
 from ..loss import UNEXPLAINED, Exchanges, Verdict
-from ..runtime.base import Proxy
+from ..runtime.handle import ProxyHandle
 from ..trace import read_run
 from .model import thaw
 
@@ -53,7 +53,7 @@ class Batch:
     pacer: asyncio.Task[None] | None = None
 
 
-async def _one(proxy: Proxy, index: int, method: str, args: tuple, ttl_ms: int) -> CallOutcome:
+async def _one(proxy: ProxyHandle, index: int, method: str, args: tuple, ttl_ms: int) -> CallOutcome:
     try:
         return CallOutcome(index, result=await proxy.call(method, *args, ttl_ms=ttl_ms))
     except JoynrTimeoutException as exc:
@@ -65,7 +65,7 @@ async def _one(proxy: Proxy, index: int, method: str, args: tuple, ttl_ms: int) 
         return CallOutcome(index, error=getattr(exc, "error", None) or type(exc).__name__)
 
 
-async def start(proxy: Proxy, a: Mapping[str, Any]) -> Batch:
+async def start(proxy: ProxyHandle, a: Mapping[str, Any]) -> Batch:
     """Send ``count`` calls, ``interval_ms`` apart, without waiting for their replies. With
     no interval every call has been handed to the runtime when this returns."""
     batch = Batch(a["name"], a["proxy"])

@@ -152,7 +152,7 @@ def run_scenarios(
 def _join_problem(join: tuple[str, int, float], broker: str | None, matrix: bool) -> str | None:
     from brokers import BrokerSpecError, parse_broker
 
-    from ..host.mqtt_channel import check_name
+    from ..host.join.mqtt_channel import check_name
 
     try:
         check_name("--join", join[0])

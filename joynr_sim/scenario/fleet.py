@@ -1,7 +1,4 @@
-"""Longer than 400 lines because the waves act on the population the runner started (a
-restart waits for the controller's runtimes and registers its providers again).
-
-Running a fleet scenario (``fleet_model``): the population started in shared host
+"""Running a fleet scenario (``fleet_model``): the population started in shared host
 processes, the load driven inside them, the waves fired at their times, the calls counted
 per wave window, the expectations judged.
 
@@ -48,24 +45,24 @@ import os
 import random
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from typing import Any
 
 from ..core.address import WebSocketClientAddress
 from ..core.errors import JoynrRuntimeException, JoynrTimeoutException
-from ..host.peak_memory import peak_mib
+from ..host.process.peak_memory import peak_mib
 from ..runtime.participants import INTERFACES
 from ..simulation import Simulation
 from ..trace import TraceWriter
+from .fleet_load import MAX_OPS_PER_S, one_op, slicing, windows
 from .fleet_model import Fleet, Wave
+from .fleet_tasks import StrayCancellation, WaveError, _all, _bounded, _raise_first
 
 CCS_PER_HOST = 80  # the host size measured so far (bench fleet); open files bound it
 CC_START_CONCURRENCY = 20
 START_CONCURRENCY = 100
 REGISTER_CONCURRENCY = 20
 PROXY_CONCURRENCY = 50
-MAX_OPS_PER_S = 200.0  # load ops the runner sends a second
-OP_CONCURRENCY = 4  # calls of one op in flight at a time
 # A runtime's purge (expired waiting messages and routes) every 5 s, not every second:
 # 11,000 runtimes' purges each second were a fifth of the hosts' CPU while they started,
 # and the controllers' a twelfth of the 300-controller start's. What waits (while a
@@ -81,7 +78,7 @@ RECONNECT_INTERVAL_MS = 1000
 # A fleet's controller waits for its broker's CONNACK up to 50 s, not 10 s, before its start
 # fails: paho goes on trying either way, and a loaded machine's restart wave failed 458 of
 # 500 restarts on the 10 s bound (first: "no CONNACK for client id 'cc460' within 10 s"),
-# tighter than the runner's own 60 s for the start (handles.START_TIMEOUT_S), which still
+# tighter than the runner's own 60 s for the start (ops.REQUEST_TIMEOUT_S), which still
 # bounds it and which the host's named error comes before.
 CONNECT_TIMEOUT_MS = 50_000
 # A provider's registration or a proxy's discovery that found no answer in its bound (a
@@ -91,6 +88,7 @@ START_TRIES = 3
 RECONNECT_TIMEOUT_S = 30.0  # for a restarted controller's libjoynr runtimes to announce their participants
 RECONNECT_POLL_S = 0.25  # each poll asks the controller's host once per participant still missing
 Progress = Callable[[str], None]
+__all__ = ["MAX_OPS_PER_S", "FleetRunner", "StrayCancellation", "WaveError", "fleet_hosts", "wave_steps", "windows"]
 
 
 def fleet_hosts(fleet: Fleet, hosts: int | str | None) -> int:
@@ -113,100 +111,6 @@ def wave_steps(fleet: Fleet) -> list[tuple[str, str, int]]:
         bound = f"at least {value:g}" if key == "answered_fraction" else f"at most {value}"
         steps.append(("expect", f"expect {key} {bound}", fleet.expect_lines[key]))
     return steps
-
-
-@dataclass
-class Window:
-    name: str
-    from_s: float
-    to_s: float
-    started: int = 0
-    answered: int = 0
-    failed: int = 0
-    lost: int = 0
-    failed_by: dict[str, int] = field(default_factory=dict)  # error name or reason -> calls
-
-    def add(self, calls: int, outcome: dict[str, Any] | BaseException) -> None:
-        self.started += calls
-        if isinstance(outcome, BaseException):
-            self.lost += calls
-            reason = f"op: {type(outcome).__name__}"
-            self.failed_by[reason] = self.failed_by.get(reason, 0) + calls
-            return
-        self.answered += outcome["ok"]
-        for name, n in outcome["failed"].items():
-            if name == JoynrTimeoutException.__name__:
-                self.lost += n
-            else:
-                self.failed += n
-            self.failed_by[name] = self.failed_by.get(name, 0) + n
-
-
-def windows(fleet: Fleet) -> list[Window]:
-    cuts = sorted({w.at_s for w in fleet.waves} | {0})
-    names = {w.at_s: [] for w in fleet.waves}
-    for w in fleet.waves:
-        names[w.at_s].append(f"wave {w.index}")
-    out = []
-    for i, start in enumerate(cuts):
-        end = cuts[i + 1] if i + 1 < len(cuts) else fleet.duration_s
-        out.append(Window(", ".join(names.get(start, [])) or "before waves", start, end))
-    return out
-
-
-async def _bounded(limit: asyncio.Semaphore, coro: Any) -> Any:
-    try:
-        async with limit:
-            return await coro
-    finally:
-        # Cancelled while waiting for the limit (another start failed): the coroutine never
-        # ran; closing it says so, instead of a "never awaited" warning at teardown.
-        coro.close()
-
-
-class StrayCancellation(RuntimeError):
-    """A start action ended cancelled although nothing cancelled it."""
-
-
-async def _not_cancelled(coro: Any) -> Any:
-    """``coro``'s result; a CancelledError that did not come from cancelling this task (the
-    action awaited a future that something else cancelled) becomes an error. Python 3.11's
-    TaskGroup ignores a child that ends cancelled, so such a child failed nothing: a
-    provider's registration that ended so left every proxy waiting for it, and the whole
-    start, waiting for ever, with no error anywhere."""
-    try:
-        return await coro
-    except asyncio.CancelledError as exc:
-        task = asyncio.current_task()
-        if task is not None and task.cancelling():
-            raise  # the group or the run cancelled it: a cancellation, as it should be
-        raise StrayCancellation("a start action ended cancelled, though nothing cancelled it "
-                                "(see this error's cause for where)") from exc
-
-
-async def _all(coros: Any) -> list[Any]:
-    """Like gather, but the first failure cancels the rest and is raised itself (a step's
-    detail then names it, not "unhandled errors in a TaskGroup"); a child that ends
-    cancelled without being cancelled counts as a failure (``_not_cancelled``)."""
-    try:
-        async with asyncio.TaskGroup() as group:
-            tasks = [group.create_task(_not_cancelled(c)) for c in coros]
-    except ExceptionGroup as failed:
-        first = failed.exceptions[0]
-        raise first from first.__cause__ or failed  # its own cause says more than the group
-    return [t.result() for t in tasks]
-
-
-class WaveError(Exception):
-    """What a wave could not do, naming the runtime."""
-
-
-def _raise_first(results: list[Any]) -> None:
-    """The first error of a wave's actions, telling how many failed."""
-    errors = [r for r in results if isinstance(r, BaseException)]
-    if errors:
-        more = f" (and {len(errors) - 1} more of {len(results)})" if len(errors) > 1 else ""
-        raise WaveError(f"{errors[0]}{more}") from errors[0]
 
 
 class FleetRunner:
@@ -294,7 +198,7 @@ class FleetRunner:
         """Polls until every libjoynr participant of cluster controller ``k`` (its providers
         and proxies) has its WebSocketClient route in the restarted controller again: the
         runtimes reconnected and announced them (addNextHop). Bounded by RECONNECT_TIMEOUT_S.
-        Asked over the control channel (``fetch``): a blocking query per lookup held the
+        Asked without blocking (``lookup_route``): a blocking query per lookup held the
         runner's loop while a busy host answered, hundreds of times a second in a wave."""
         f, cc = self.fleet, self.ccs[k]
         waiting = [f.provider_participant(k, i) for i in range(f.providers_per_cc)]
@@ -303,7 +207,7 @@ class FleetRunner:
         deadline = loop.time() + RECONNECT_TIMEOUT_S
         while True:
             waiting = [pid for pid in waiting
-                       if not isinstance(getattr(await cc.table.fetch(pid), "address", None), WebSocketClientAddress)]
+                       if not isinstance(getattr(await cc.lookup_route(pid), "address", None), WebSocketClientAddress)]
             if not waiting:
                 return
             if loop.time() > deadline:
@@ -329,12 +233,7 @@ class FleetRunner:
 
     # -- load and waves -----------------------------------------------------------------------
     def slicing(self) -> tuple[float, int]:
-        """(slice seconds, calls per op): whole calls per op at exactly the rate asked, in
-        slices of at least a second and at most MAX_OPS_PER_S ops a second."""
-        rate = self.fleet.calls_per_second_per_proxy
-        shortest = max(1.0, len(self.pairs) / MAX_OPS_PER_S)
-        calls = max(1, math.ceil(rate * shortest - 1e-9))
-        return calls / rate, calls
+        return slicing(self.fleet.calls_per_second_per_proxy, len(self.pairs))
 
     async def drive(self, on_wave: Callable[[Wave, BaseException | None], None]) -> None:
         """The load for duration_s with the waves; returns when every op came back."""
@@ -364,15 +263,7 @@ class FleetRunner:
 
     async def _op(self, j: int, at: float, calls: int) -> None:
         app, proxy = self.pairs[j]
-        window = next(w for w in reversed(self.windows) if w.from_s <= at)
-        f = self.fleet
-        try:
-            outcome: dict[str, Any] | BaseException = await app.load(
-                proxy.participant_id, proxy.provider_participant_id, f.method, list(f.args),
-                calls=calls, concurrency=min(calls, OP_CONCURRENCY), ttl_ms=f.ttl_ms)
-        except Exception as exc:  # the host died or did not answer in time: the calls are lost
-            outcome = exc
-        window.add(calls, outcome)
+        await one_op(app, proxy, self.fleet, next(w for w in reversed(self.windows) if w.from_s <= at), calls)
 
     async def _wave(self, wave: Wave, t0: float, on_wave: Callable[[Wave, BaseException | None], None]) -> None:
         loop = asyncio.get_running_loop()

@@ -16,8 +16,8 @@ from ..core.address import ChannelAddress, MqttAddress, WebSocketAddress, WebSoc
 from ..core.discovery import DiscoveryErrorException
 from ..core.errors import ApplicationException, JoynrRuntimeException, JoynrTimeoutException
 from ..core.routing import RoutingEntry
-from ..runtime.base import FOREVER_MS, Proxy, Runtime
-from ..runtime.cluster_controller import ClusterController
+from ..runtime.base import FOREVER_MS
+from ..runtime.handle import ClusterControllerHandle, ProxyHandle, RuntimeHandle
 from ..runtime.participants import INTERFACES
 from ..simulation import Simulation
 from ..trace import entry_record, read_events, read_run
@@ -36,10 +36,10 @@ class ScenarioRunner(SubscriptionSteps):
     def __init__(self, scenario: Scenario, sim: Simulation) -> None:
         self.scenario = scenario
         self.sim = sim
-        self.providers: dict[str, tuple[Runtime, str]] = {}  # name -> (runtime, participant id)
-        self.proxies: dict[str, Proxy] = {}
+        self.providers: dict[str, tuple[RuntimeHandle, str]] = {}  # name -> (runtime, participant id)
+        self.proxies: dict[str, ProxyHandle] = {}
         self.calls: dict[str, background.Batch] = {}  # background calls by name
-        self.subscriptions: dict[str, tuple[Proxy, Any]] = {}  # name -> (proxy, subscription)
+        self.subscriptions: dict[str, tuple[ProxyHandle, Any]] = {}  # name -> (proxy, subscription)
 
     # -- topology --------------------------------------------------------------------
     async def build(self) -> None:
@@ -57,13 +57,13 @@ class ScenarioRunner(SubscriptionSteps):
             if not spec.is_cluster_controller:
                 await self.sim.libjoynr(spec.id, self._cc(spec.cc), route_back_to_parent=spec.route_back_to_parent)
 
-    def _runtime(self, runtime_id: str) -> Runtime:
+    def _runtime(self, runtime_id: str) -> RuntimeHandle:
         return self.sim.runtimes[runtime_id]
 
-    def _cc(self, runtime_id: str) -> ClusterController:
+    def _cc(self, runtime_id: str) -> ClusterControllerHandle:
         runtime = self._runtime(runtime_id)
-        assert runtime.kind == ClusterController.kind  # in this process or a host process
-        return runtime
+        assert runtime.kind == "cluster-controller"  # in this process or a host process
+        return runtime  # type: ignore[return-value]
 
     def participant(self, value: str) -> str:
         name = participant_ref(value)
@@ -148,14 +148,14 @@ class ScenarioRunner(SubscriptionSteps):
         except JoynrTimeoutException as exc:
             if expect.get("timeout"):
                 return
-            raise StepFailed(f"timed out: {exc}", self._context(proxy.provider_participant_id)) from None
+            raise StepFailed(f"timed out: {exc}", await self._context(proxy.provider_participant_id)) from None
         except JoynrRuntimeException as exc:
             name = _error_name(exc)
             if expect.get("error") == name:
                 return
-            raise StepFailed(f"failed with {name}: {exc}", self._context(proxy.provider_participant_id)) from None
+            raise StepFailed(f"failed with {name}: {exc}", await self._context(proxy.provider_participant_id)) from None
         if expect.get("timeout"):
-            raise StepFailed(f"expected a timeout, got {result!r}", self._context(proxy.provider_participant_id))
+            raise StepFailed(f"expected a timeout, got {result!r}", await self._context(proxy.provider_participant_id))
         if "error" in expect:
             raise StepFailed(f"expected error {expect['error']}, got {result!r}")
         if "result" in expect and thaw(expect["result"]) != result:
@@ -170,7 +170,7 @@ class ScenarioRunner(SubscriptionSteps):
 
     async def _step_one_way(self, a: Mapping[str, Any]) -> None:
         proxy = self._proxy(a["proxy"])
-        proxy.one_way(a["method"], *(a.get("args") or ()), ttl_ms=a.get("ttl_ms") or 10_000)
+        await proxy.one_way(a["method"], *(a.get("args") or ()), ttl_ms=a.get("ttl_ms") or 10_000)
 
     async def _step_crash(self, a): await self._runtime(a["runtime"]).crash()
     async def _step_stop(self, a): await self._runtime(a["runtime"]).stop()
@@ -205,7 +205,7 @@ class ScenarioRunner(SubscriptionSteps):
         found = await background.problems(outcomes, a, self.sim.run_dir)
         if found:
             provider = self.proxies[batch.proxy].provider_participant_id
-            raise StepFailed(f"calls {a['name']}: " + "; ".join(found), self._context(provider))
+            raise StepFailed(f"calls {a['name']}: " + "; ".join(found), await self._context(provider))
 
     async def cancel_background(self) -> None:
         """Stop background calls a failed step left running, before the teardown."""
@@ -220,17 +220,17 @@ class ScenarioRunner(SubscriptionSteps):
         runtime = self._runtime(a["runtime"])
         entry = RoutingEntry(_address(a["address"]), bool(a.get("visible", True)), FOREVER_MS,
                              bool(a.get("sticky", True)))
-        runtime.add_next_hop(self.participant(a["participant"]), entry, "provisioned")
+        await runtime.add_next_hop(self.participant(a["participant"]), entry, "provisioned")
 
     async def _step_expect_route(self, a: Mapping[str, Any]) -> None:
-        problem = self._route_problem(a)
+        problem = await self._route_problem(a)
         if problem:
-            raise StepFailed(problem, self._context(self.participant(a["participant"]), a["runtime"]))
+            raise StepFailed(problem, await self._context(self.participant(a["participant"]), a["runtime"]))
 
     async def _step_expect_gcd(self, a: Mapping[str, Any]) -> None:
         problem = await self._gcd_problem(a)
         if problem:
-            raise StepFailed(problem, self._context(self.participant(a["participant"])))
+            raise StepFailed(problem, await self._context(self.participant(a["participant"])))
 
     async def _step_wait(self, a: Mapping[str, Any]) -> None:
         (what, body), = a["until"].items()
@@ -238,7 +238,7 @@ class ScenarioRunner(SubscriptionSteps):
         deadline = time.monotonic() + timeout_s
         while True:
             if what == "route":
-                problem = self._route_problem(body)
+                problem = await self._route_problem(body)
             elif what == "gcd":
                 problem = await self._gcd_problem(body)
             elif what == "event":
@@ -250,21 +250,20 @@ class ScenarioRunner(SubscriptionSteps):
                 want = body.get("count") or 1
                 problem = None if len(seen) >= want else f"{len(seen)} of {want} {body['ev']} events"
             else:  # connected
-                conn = self._cc(body["runtime"]).mqtt.get(body["gbid"])
-                problem = None if conn is not None and conn.connected.is_set() else \
+                problem = None if await self._cc(body["runtime"]).connected(body["gbid"]) else \
                     f"{body['runtime']} is not connected to {body['gbid']}"
             if problem is None:
                 return
             if time.monotonic() > deadline:
-                context = self._context(self.participant(body["participant"])) if "participant" in body else ""
+                context = await self._context(self.participant(body["participant"])) if "participant" in body else ""
                 raise StepFailed(f"not within {timeout_s:g} s: {problem}", context)
             await asyncio.sleep(0.02)
 
     # -- expectations ----------------------------------------------------------------
-    def _route_problem(self, a: Mapping[str, Any]) -> str | None:
+    async def _route_problem(self, a: Mapping[str, Any]) -> str | None:
         runtime = self._runtime(a["runtime"])
         pid = self.participant(a["participant"])
-        entry = runtime.table.lookup(pid)
+        entry = await runtime.lookup_route(pid)
         want = a["type"]
         if want == "absent":
             return None if entry is None else f"{a['runtime']} has a {type_name(entry.address)} route for {pid}"
@@ -305,13 +304,16 @@ class ScenarioRunner(SubscriptionSteps):
             return f"GCD still holds {pid} in {sorted(wanted & rows)}"
         return None
 
-    def _context(self, participant_id: str, runtime_id: str | None = None) -> str:
+    async def _context(self, participant_id: str, runtime_id: str | None = None) -> str:
         """The routing entries for the participant everywhere and its last trace events."""
         lines = ["routing entries:"]
         for rid, runtime in self.sim.runtimes.items():
-            if runtime_id is not None and rid != runtime_id and runtime.kind == "gcd":
-                continue
-            entry = runtime.table.lookup(participant_id) if runtime.running else None
+            if runtime.kind == "gcd":  # the backend, always in this process: no RuntimeHandle
+                if runtime_id is not None and rid != runtime_id:
+                    continue
+                entry = runtime.table.lookup(participant_id) if runtime.running else None
+            else:
+                entry = await runtime.lookup_route(participant_id) if runtime.running else None
             if entry is not None:
                 lines.append(f"  {rid}: {json.dumps(entry_record(entry))}")
         relevant = [

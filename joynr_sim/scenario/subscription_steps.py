@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..core.subscriptions import NO_EXPIRY, SubscriptionQos
-from ..runtime.base import Proxy
+from ..runtime.handle import ProxyHandle
 from .failure import StepFailed
 from .model import qos_args, thaw
 
@@ -16,7 +16,7 @@ from .model import qos_args, thaw
 class SubscriptionSteps:
     """What the runner does for the subscription steps; it keeps the subscriptions by name."""
 
-    subscriptions: dict[str, tuple[Proxy, Any]]
+    subscriptions: dict[str, tuple[ProxyHandle, Any]]
 
     async def _step_subscribe(self, a: Mapping[str, Any]) -> None:
         proxy = self._proxy(a["proxy"])
@@ -35,7 +35,7 @@ class SubscriptionSteps:
         if subscription is not None:
             self.subscriptions[a["name"]] = (proxy, subscription)
 
-    def _subscription(self, name: str) -> tuple[Proxy, Any]:
+    def _subscription(self, name: str) -> tuple[ProxyHandle, Any]:
         if name not in self.subscriptions:
             raise StepFailed(f"subscription {name} was not made: its subscribe step failed")
         return self.subscriptions[name]
@@ -65,14 +65,14 @@ class SubscriptionSteps:
         except TimeoutError:
             raise StepFailed(f"subscription {a['subscription']}: {len(subscription.values)} of {count} publications "
                              f"within {a['timeout_ms']} ms: {subscription.values!r}",
-                             self._context(proxy.provider_participant_id)) from None
+                             await self._context(proxy.provider_participant_id)) from None
         if want is not None and values != want:
             raise StepFailed(f"subscription {a['subscription']}: received {values!r}, expected {want!r}")
         if want is None and exact and len(values) != count:
             raise StepFailed(f"subscription {a['subscription']}: {len(values)} publications, expected {count}: "
                              f"{values!r}")
 
-    async def _expect_last(self, a: Mapping[str, Any], proxy: Proxy, subscription: Any) -> None:
+    async def _expect_last(self, a: Mapping[str, Any], proxy: ProxyHandle, subscription: Any) -> None:
         """Until the latest publication is the value wanted: one more at a time, within
         the step's bound."""
         want = thaw(a["last"])
@@ -83,7 +83,7 @@ class SubscriptionSteps:
             if left <= 0:
                 raise StepFailed(f"subscription {a['subscription']}: latest value {values[-1:]!r}, expected "
                                  f"{want!r} within {a['timeout_ms']} ms: {values[-10:]!r}",
-                                 self._context(proxy.provider_participant_id))
+                                 await self._context(proxy.provider_participant_id))
             try:
                 values = await subscription.wait_for(len(values) + 1, left)
             except TimeoutError:

@@ -1,5 +1,6 @@
 """What a step or an application holds of a runtime in a host process, besides the runtime's
-handle itself (``handles``): its routing table, read where it is, and its proxies."""
+handle itself (``handles``): its proxies, and read views of its routing table and MQTT
+connections for callers that look without awaiting (each a blocking query of the host)."""
 
 from __future__ import annotations
 
@@ -7,50 +8,37 @@ from collections.abc import Iterator
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
-from ..core.routing import Origin, PutResult, RoutingEntry
-from ..core.subscriptions import SubscriptionQos
-from ..runtime.base import DEFAULT_TTL_MS
-from ..runtime.subscriptions import SUBSCRIBE_TTL_MS
-from .protocol import entry_from_wire, entry_to_wire, put_result_from_wire
-from .remote_subscription import CALL_SLACK_S, RemoteSubscription
+from ...core.routing import RoutingEntry
+from ...core.subscriptions import SubscriptionQos
+from ...runtime.handle import DEFAULT_TTL_MS
+from . import ops
+from .remote_subscription import RemoteSubscription
 
 if TYPE_CHECKING:
-    from .handles import RemoteRuntime
+    from .handles import RemoteClusterController, RemoteRuntime
 
 
 class RemoteTable:
-    """The routing table of a runtime in a host, read where it is."""
+    """The routing table of a runtime in a host, read where it is; the handle's
+    ``lookup_route`` and ``routes`` ask the same without blocking."""
 
     def __init__(self, runtime: RemoteRuntime) -> None:
         self._runtime = runtime
 
-    def _ask(self, op: str, **args: Any) -> Any:
-        return self._runtime.query(op, runtime=self._runtime.runtime_id, **args)
-
+    @ops.asks(ops.LookupRoute)
     def lookup(self, participant_id: str, gbid: str | None = None) -> RoutingEntry | None:
         if not self._runtime.running:
             return None  # a runtime that is down has no table
-        return entry_from_wire(self._ask("table_lookup", participant_id=participant_id, gbid=gbid))
+        found = self._runtime.query(ops.LookupRoute(runtime=self._runtime.runtime_id, participant_id=participant_id,
+                                                    gbid=gbid))
+        return None if found is None else found.routing_entry()
 
-    async def fetch(self, participant_id: str, gbid: str | None = None) -> RoutingEntry | None:
-        """``lookup`` asked over the control channel: the runner's event loop goes on while
-        a busy host answers (a fleet's restart wave polls hundreds of tables)."""
-        if not self._runtime.running:
-            return None
-        return entry_from_wire(await self._runtime._ask("table_lookup", participant_id=participant_id, gbid=gbid))
-
-    def put(self, participant_id: str, entry: RoutingEntry, origin: Origin | str = Origin.LOCAL) -> PutResult:
-        wire = entry_to_wire(entry)
-        return put_result_from_wire(self._ask("table_put", participant_id=participant_id, entry=wire,
-                                              origin=str(getattr(origin, "value", origin))))
-
-    def remove(self, participant_id: str) -> str:
-        return self._ask("table_remove", participant_id=participant_id)
-
+    @ops.asks(ops.Routes)
     def items(self) -> list[tuple[str, RoutingEntry]]:
         if not self._runtime.running:
             return []
-        return [(pid, entry_from_wire(entry)) for pid, entry in self._ask("table_items")]
+        return [(pid, entry.routing_entry()) for pid, entry in self._runtime.query(
+            ops.Routes(runtime=self._runtime.runtime_id))]
 
     def __contains__(self, participant_id: object) -> bool:
         return isinstance(participant_id, str) and self.lookup(participant_id) is not None
@@ -60,6 +48,24 @@ class RemoteTable:
 
     def __len__(self) -> int:
         return len(self.items())
+
+
+class _Connected:
+    def __init__(self, cc: RemoteClusterController, gbid: str) -> None:
+        self._cc, self._gbid = cc, gbid
+
+    @ops.asks(ops.Connected)
+    def is_set(self) -> bool:
+        return self._cc.running and self._cc.query(ops.Connected(runtime=self._cc.runtime_id, gbid=self._gbid))
+
+
+class RemoteConnection:
+    """A cluster controller's MQTT connection, as a step looks at it; the handle's
+    ``connected`` asks the same without blocking."""
+
+    def __init__(self, cc: RemoteClusterController, gbid: str) -> None:
+        self.gbid = gbid
+        self.connected = _Connected(cc, gbid)
 
 
 class RemoteProxy:
@@ -74,8 +80,9 @@ class RemoteProxy:
         return await self.runtime.request(self.participant_id, self.provider_participant_id, method, list(params),
                                           ttl_ms)
 
-    def one_way(self, method: str, *params: Any, ttl_ms: int = DEFAULT_TTL_MS) -> str:
-        return self.runtime.one_way(self.participant_id, self.provider_participant_id, method, list(params), ttl_ms)
+    async def one_way(self, method: str, *params: Any, ttl_ms: int = DEFAULT_TTL_MS) -> str:
+        return await self.runtime.one_way(self.participant_id, self.provider_participant_id, method, list(params),
+                                          ttl_ms)
 
     async def subscribe_attribute(self, attribute: str, qos: SubscriptionQos | None = None) -> RemoteSubscription:
         return await self._subscribe("attribute", attribute, qos, None, ())
@@ -85,12 +92,15 @@ class RemoteProxy:
                                   partitions: tuple[str, ...] = ()) -> RemoteSubscription:
         return await self._subscribe("broadcast", broadcast, qos, filter, partitions)
 
+    @ops.asks(ops.Subscribe)
     async def _subscribe(self, kind: str, name: str, qos: SubscriptionQos | None, flt: dict[str, Any] | None,
                          partitions: tuple[str, ...]) -> RemoteSubscription:
         qos = (qos or SubscriptionQos("on-change")).check()
-        sid = await self.runtime._ask("subscribe", SUBSCRIBE_TTL_MS / 1000 + CALL_SLACK_S, proxy=self.participant_id,
-                                      name=name, kind=kind, qos=asdict(qos), filter=flt, partitions=list(partitions))
+        sid = await self.runtime.ask(ops.Subscribe(
+            runtime=self.runtime.runtime_id, proxy=self.participant_id, name=name, kind=kind, qos=asdict(qos),
+            filter=flt, partitions=list(partitions)))
         return RemoteSubscription(self.runtime, sid, self.participant_id, self.provider_participant_id, name)
 
+    @ops.asks(ops.Unsubscribe)
     async def unsubscribe(self, subscription_id: str) -> None:
-        await self.runtime._ask("unsubscribe", subscription_id=subscription_id)
+        await self.runtime.ask(ops.Unsubscribe(runtime=self.runtime.runtime_id, subscription_id=subscription_id))

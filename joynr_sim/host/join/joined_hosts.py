@@ -24,25 +24,19 @@ import threading
 import time
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
-from .. import write_failure as write_failures
-from ..write_failure import Failures
-from .host import check_ws_host
+from ... import write_failure as write_failures
+from ...write_failure import Failures
+from ..rpc import ops
+from ..rpc.errors import HostGone, raise_remote
+from ..rpc.framing import VERSION, ProtocolError, check_message, request, validate_response, write_failure_of
+from ..rpc.host_handle import HostHandle
+from ..rpc.specs import check_ip
 from .mqtt_channel import Channel, Topics, check_name, pack, unpack
-from .process import QUERY_TIMEOUT_S, REQUEST_TIMEOUT_S, SPAWN_TIMEOUT_S, HostGone
-from .protocol import (
-    VERSION,
-    ProtocolError,
-    check_message,
-    raise_remote,
-    request,
-    validate_response,
-    write_failure_of,
-)
+from .ops import End, Greet, Spawn
 
 JOIN_TIMEOUT_S = 60.0
-EXIT_TIMEOUT_S = 10.0
 
 
 class JoinedHost:
@@ -55,7 +49,7 @@ def _announcement(host: str, payload: bytes) -> JoinedHost:
     if set(data) != {"v", "host", "address", "pid", "cores"} or data["v"] != VERSION or data["host"] != host \
             or type(data["pid"]) is not int or type(data["cores"]) is not int or not 1 <= data["cores"] <= 4096:
         raise ProtocolError(f"announcement: expected {{v: {VERSION}, host: {host!r}, address, pid, cores}}")
-    return JoinedHost(host, check_ws_host(data["address"]), data["pid"], data["cores"])
+    return JoinedHost(host, check_ip("address", data["address"]), data["pid"], data["cores"])
 
 
 class _Waiter:
@@ -158,8 +152,8 @@ class JoinedHosts:
         with self._lock:
             self.chosen = sorted(self.hosts)[:self.expected]  # more joined: the first by name
         for name in self.chosen:
-            hello = await self.ask(name, 0, "hello", {"version": VERSION}, SPAWN_TIMEOUT_S)
-            if not isinstance(hello, dict) or hello.get("host") != name:
+            hello = await self.greet(name)
+            if hello["host"] != name:
                 raise ProtocolError(f"join: host {name!r} answered hello with {hello!r}")
 
     def _wait_for_hosts(self) -> bool:
@@ -200,19 +194,22 @@ class JoinedHosts:
         """Blocking, bounded by ``QUERY_TIMEOUT_S``: the answer arrives on paho's thread."""
         msg_id, waiter = self._send(host, worker, op, args, True, None)
         try:
-            if not waiter.event.wait(QUERY_TIMEOUT_S):
-                raise TimeoutError(f"join: host {host!r} did not answer {op} within {QUERY_TIMEOUT_S:g} s")
+            if not waiter.event.wait(ops.QUERY_TIMEOUT_S):
+                raise TimeoutError(f"join: host {host!r} did not answer {op} within {ops.QUERY_TIMEOUT_S:g} s")
             assert waiter.answer is not None
             return waiter.answer
         finally:
             with self._lock:
                 self._pending.pop(msg_id, None)
 
-    async def ask(self, host: str, worker: int, op: str, args: dict[str, Any], timeout: float) -> Any:
-        ok, value = await self.exchange(host, worker, op, args, timeout)
-        if not ok:
-            raise_remote(value)
-        return value
+    async def ask(self, host: str, op: ops.Op) -> Any:
+        """An op of the joined host itself (``join.ops``), its answer checked."""
+        ok, value = await self.exchange(host, 0, ops.name_of(op), op.arguments(), op.timeout_s())
+        return op.answer(value) if ok else raise_remote(value)
+
+    @ops.asks(Greet)
+    async def greet(self, host: str) -> Any:
+        return await self.ask(host, Greet(version=VERSION))
 
     # -- the pool ----------------------------------------------------------------------------
     def place(self, name: str, like: str | None = None) -> str:
@@ -248,11 +245,11 @@ class JoinedHosts:
                     pass
         channel, self._channel = self._channel, None
         if channel is not None:
-            channel.publish(self.topics.session(self.session), b"gone", wait_s=EXIT_TIMEOUT_S)
+            channel.publish(self.topics.session(self.session), b"gone", wait_s=ops.EXIT_TIMEOUT_S)
             await asyncio.to_thread(channel.close)
 
 
-class JoinedProcess:
+class JoinedProcess(HostHandle):
     """A worker process on a joined host, as the runner holds a local host process."""
 
     log_path = None  # its log is on its host, under the host's --trace-dir
@@ -267,45 +264,39 @@ class JoinedProcess:
     def alive(self) -> bool:
         return self.pid is not None and not self._ended
 
+    @ops.asks(Spawn)
     async def spawn(self) -> int:
-        result = await self.hosts.ask(self.host, 0, "spawn", {"run_dir": str(self.hosts.run_dir)}, SPAWN_TIMEOUT_S)
-        if not isinstance(result, dict) or type(result.get("worker")) is not int or result["worker"] < 1:
-            raise ProtocolError(f"spawn: host {self.host!r} answered {result!r}")
-        self.pid = result["worker"]
+        self.pid = (await self.hosts.ask(self.host, Spawn(run_dir=str(self.hosts.run_dir))))["worker"]
         return self.pid
 
-    def _answer(self, op: str, answer: tuple[bool, Any]) -> Any:
-        ok, value = answer
-        if ok:
-            return value
-        if value["type"] == "HostGone":
+    def refused(self, error: dict[str, Any]) -> NoReturn:
+        if error["type"] == "HostGone":
             self._ended = True
             raise HostGone(f"{self.name}: worker {self.pid} on host {self.host!r} has ended")
-        raise_remote(value)
+        raise_remote(error)
 
     def _check(self) -> int:
         if not self.alive or self.pid is None:
             raise HostGone(f"{self.name}: worker {self.pid} on host {self.host!r} has ended")
         return self.pid
 
-    async def request(self, op: str, args: dict[str, Any], timeout: float = REQUEST_TIMEOUT_S) -> Any:
-        pid = self._check()
-        return self._answer(op, await self.hosts.exchange(self.host, pid, op, args, timeout))
+    async def exchange(self, op: str, args: dict[str, Any],
+                       timeout: float = ops.REQUEST_TIMEOUT_S) -> tuple[bool, Any]:
+        return await self.hosts.exchange(self.host, self._check(), op, args, timeout)
 
-    def query(self, op: str, args: dict[str, Any]) -> Any:
-        pid = self._check()
-        return self._answer(op, self.hosts.query_exchange(self.host, pid, op, args))
+    def query_exchange(self, op: str, args: dict[str, Any]) -> tuple[bool, Any]:
+        return self.hosts.query_exchange(self.host, self._check(), op, args)
 
+    @ops.asks(End)
     async def _end(self, kill: bool) -> int | None:
         if self.alive:
             self._ended = True
-            result = await self.hosts.ask(self.host, 0, "end", {"worker": self.pid, "kill": kill}, EXIT_TIMEOUT_S * 2)
-            if isinstance(result, dict) and type(result.get("exitcode")) is int:
-                self.exitcode = result["exitcode"]
+            assert self.pid is not None
+            self.exitcode = (await self.hosts.ask(self.host, End(worker=self.pid, kill=kill)))["exitcode"]
         return self.pid
 
     async def kill(self) -> int | None:
-        """SIGKILL of the worker on its host, reaped there before this returns: its pid."""
+        """SIGKILL of the worker on its host, reaped before this returns: its pid."""
         return await self._end(kill=True)
 
     async def close(self) -> None:

@@ -7,11 +7,11 @@ Topics, under ``joynr-sim-control/<run>/``:
                                  cleared (an empty retained message) when it leaves, by its will
                                  when it dies
     <host>/<session>/request     a runner's requests to a host: {v, worker, query, message}
-    <host>/<session>/response    the host's answers: a protocol response (``protocol``)
+    <host>/<session>/response    the host's answers: a protocol response (``rpc.framing``)
     sessions/<session>           a runner's will: "gone" (its hosts then kill its workers)
 
-``worker`` 0 is the host itself (``SUPERVISOR_OPS``), any other number the pid of one of its
-worker processes (``protocol.OPS``); ``query`` marks an op asked on the blocking query
+``worker`` 0 is the host itself (``join.ops``), any other number the pid of one of its
+worker processes (``rpc.ops``); ``query`` marks an op asked on the blocking query
 channel. Run, host and session names are 1 to 64 letters, digits, ``.``, ``_`` or ``-``.
 Anyone logged in to the broker may publish there: each end validates every payload as a
 frame from a socket (at most ``MAX_FRAME_BYTES``, msgpack, version, id, op and arguments)
@@ -33,17 +33,11 @@ import msgpack
 import paho.mqtt.client as paho
 from paho.mqtt.enums import CallbackAPIVersion
 
-from .protocol import MAX_FRAME_BYTES, ProtocolError
+from ..rpc.framing import MAX_FRAME_BYTES, ProtocolError
 
 PREFIX = "joynr-sim-control"
 CONNECT_TIMEOUT_S = 10.0
 _NAME = re.compile(r"[A-Za-z0-9._-]{1,64}")
-# Ops of the host itself (worker 0): greet it, start a worker process, end one.
-SUPERVISOR_OPS: dict[str, dict[str, tuple[type, ...]]] = {
-    "hello": {"version": (int,)},
-    "spawn": {"run_dir": (str,)},
-    "end": {"worker": (int,), "kill": (bool,)},
-}
 
 
 def check_name(what: str, value: object) -> str:

@@ -2,7 +2,7 @@
 
 It is a supervisor: it announces itself on the run's control topics (``mqtt_channel``) and
 starts a worker process for each host process the runner asks for (the same host process a
-local run forks, ``process.HostProcess``), then relays the runner's requests to it and the
+local run forks, ``process.host_process.HostProcess``), then relays the runner's requests to it and the
 answers back. A crash the runner asks for is a SIGKILL of that worker: a real process death
 on this machine, which the supervisor outlives to start the next one.
 
@@ -24,20 +24,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .mqtt_channel import SUPERVISOR_OPS, Channel, Topics, check_name, pack, unpack
-from .process import HostGone, HostProcess
-from .protocol import (
-    MAX_ID,
-    OPS,
-    QUERY_OPS,
-    VERSION,
-    ProtocolError,
-    check_message,
-    failure,
-    failure_to_wire,
-    success,
-    validate_request,
-)
+import msgspec
+
+from ..process.host_process import HostProcess
+from ..rpc import ops
+from ..rpc.errors import HostGone, failure
+from ..rpc.framing import MAX_ID, VERSION, ProtocolError, check_message, failure_to_wire, success
+from .mqtt_channel import Channel, Topics, check_name, pack, unpack
+from .ops import SUPERVISOR_OPS, End, Ended, Greet, Greeting, Spawn, Spawned
 
 # A worker's answer is awaited at most this long; the runner bounds its own wait far below.
 RELAY_TIMEOUT_S = 3600.0
@@ -149,12 +143,12 @@ class Supervisor:
         msg_id = message["id"]
         relayed: HostProcess | None = None  # the worker whose write failure this answer passes on
         try:
-            msg_id, op, args = validate_request(message, SUPERVISOR_OPS if worker == 0 else OPS)
-            relayed = self.workers.get((session, args["worker"] if op == "end" else worker))
+            msg_id, name, op = ops.validate_request(message, SUPERVISOR_OPS if worker == 0 else ops.OPS)
+            relayed = self.workers.get((session, op.worker if isinstance(op, End) else worker))
             if worker == 0:
-                result = await self._own(session, op, args)
+                result = msgspec.to_builtins(await getattr(self, f"on_{name}")(session, op))
             else:
-                result = await self._relay(session, worker, query, op, args)
+                result = await self._relay(session, worker, query, name, op)
             reply = success(msg_id, result)
         except Exception as exc:  # the runner's to see, by name
             reply = failure(msg_id, exc)
@@ -166,27 +160,28 @@ class Supervisor:
             body = pack(failure(msg_id, ProtocolError(f"result: {type(exc).__name__}: {exc}")))
         self.channel.publish(self.topics.responses(self.name, session), body)
 
-    async def _own(self, session: str, op: str, args: dict[str, Any]) -> Any:
-        if op == "hello":
-            if args["version"] != VERSION:
-                raise ProtocolError(f"hello.version: {args['version']}, this host speaks {VERSION}")
-            return {"pid": os.getpid(), "host": self.name, "address": self.address, "cores": self.cores}
-        if op == "spawn":
-            if len(self.workers) >= MAX_WORKERS:
-                raise ProtocolError(f"spawn: this host runs {MAX_WORKERS} workers already")
-            process = HostProcess(f"{self.name}/{session}", self.run_dir(args["run_dir"]) / "log")
-            pid = await process.spawn()
-            self.workers[(session, pid)] = process
-            print(f"host {self.name}: worker {pid} for session {session}, log {process.log_path}", file=sys.stderr,
-                  flush=True)
-            return {"worker": pid}
-        process = self._worker(session, args["worker"])
-        if args["kill"]:
+    # -- the host's own ops (worker 0) -------------------------------------------------------
+    async def on_hello(self, session: str, op: Greet) -> Greeting:
+        return {"pid": os.getpid(), "host": self.name, "address": self.address, "cores": self.cores}
+
+    async def on_spawn(self, session: str, op: Spawn) -> Spawned:
+        if len(self.workers) >= MAX_WORKERS:
+            raise ProtocolError(f"spawn: this host runs {MAX_WORKERS} workers already")
+        process = HostProcess(f"{self.name}/{session}", self.run_dir(op.run_dir) / "log")
+        pid = await process.spawn()
+        self.workers[(session, pid)] = process
+        print(f"host {self.name}: worker {pid} for session {session}, log {process.log_path}", file=sys.stderr,
+              flush=True)
+        return {"worker": pid}
+
+    async def on_end(self, session: str, op: End) -> Ended:
+        process = self._worker(session, op.worker)
+        if op.kill:
             await process.kill()  # a crash: SIGKILL, reaped before the answer
         else:
             await process.close()
-        self.workers.pop((session, args["worker"]), None)  # unless its session ended meanwhile
-        print(f"host {self.name}: worker {args['worker']} ended, exit status {process.exitcode}", file=sys.stderr,
+        self.workers.pop((session, op.worker), None)  # unless its session ended meanwhile
+        print(f"host {self.name}: worker {op.worker} ended, exit status {process.exitcode}", file=sys.stderr,
               flush=True)
         return {"exitcode": process.exitcode}
 
@@ -204,20 +199,21 @@ class Supervisor:
             raise ProtocolError(f"worker: no worker {worker} of this session on host {self.name!r}")
         return process
 
-    async def _relay(self, session: str, worker: int, query: bool, op: str, args: dict[str, Any]) -> Any:
+    async def _relay(self, session: str, worker: int, query: bool, name: str, op: ops.Op) -> Any:
         process = self._worker(session, worker)
         if not process.alive:
             raise HostGone(f"{self.name}: worker {worker} has ended")
-        if op == "create":  # this machine's directory and address, whatever the runner sent
-            args = {**args, "spec": {**args["spec"], "run_dir": str(self.run_dir(args["spec"].get("run_dir")))}}
-            if args["kind"] == "cluster-controller":
-                args["spec"]["ws_host"] = self.address
+        if isinstance(op, ops.Create):  # this machine's directory and address, whatever the runner sent
+            spec = {**op.spec, "run_dir": str(self.run_dir(op.spec.get("run_dir")))}
+            if op.kind == "cluster-controller":
+                spec["ws_host"] = self.address
+            op = ops.Create(runtime=op.runtime, kind=op.kind, spec=spec)
         if query:
-            if op not in QUERY_OPS:
-                raise ProtocolError(f"op: {op!r} may wait on the network and is not asked on the query channel")
-            ok, value = await asyncio.to_thread(process.query_exchange, op, args)
+            if not op.query:
+                raise ProtocolError(f"op: {name!r} may wait on the network and is not asked on the query channel")
+            ok, value = await asyncio.to_thread(process.query_exchange, name, op.arguments())
         else:
-            ok, value = await process.exchange(op, args, RELAY_TIMEOUT_S)
+            ok, value = await process.exchange(name, op.arguments(), RELAY_TIMEOUT_S)
         if not ok:
             raise _Relayed(value)
         return value

@@ -18,22 +18,24 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING
 
-from .process import HostPool, HostProcess
+from ..rpc import ops
+from ..rpc.host_handle import HostHandle
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .handles import RemoteRuntime
+    from ..rpc.handles import RemoteRuntime
+    from .pool import HostPool
 
 
 class HostGroup:
     def __init__(self, name: str, pool: HostPool) -> None:
         self.name = name
         self.pool = pool
-        self.process: HostProcess | None = None
+        self.process: HostHandle | None = None
         self.members: list[RemoteRuntime] = []  # the runtimes the process holds now
         self._lock = asyncio.Lock()  # one process per group, however many start at once
         self._offset_ms: int | None = None  # where the process's clock was moved last
 
-    async def process_for(self, runtime: RemoteRuntime) -> HostProcess:
+    async def process_for(self, runtime: RemoteRuntime) -> HostHandle:
         """The group's process, taken from the pool when there is none (or it died)."""
         async with self._lock:
             if self.process is None or not self.process.alive:
@@ -44,12 +46,12 @@ class HostGroup:
                 self.members.append(runtime)
             return self.process
 
-    def advance(self, process: HostProcess, offset_ms: int) -> None:
+    def advance(self, process: HostHandle, offset_ms: int) -> None:
         """Move the clock of the group's process, once per offset: every runtime in it
         follows that one clock, and each move purges all of them."""
         if process is self.process and offset_ms == self._offset_ms:
             return
-        process.query("advance", {"offset_ms": offset_ms})
+        process.advance(offset_ms)
         if process is self.process:
             self._offset_ms = offset_ms
 
@@ -57,7 +59,8 @@ class HostGroup:
         """Whether another runtime lives in the process with ``runtime``."""
         return any(m is not runtime for m in self.members)
 
-    async def release(self, runtime: RemoteRuntime, process: HostProcess) -> None:
+    @ops.asks(ops.Close)
+    async def release(self, runtime: RemoteRuntime, process: HostHandle) -> None:
         """After ``runtime`` stopped: the host forgets it; the last one out ends the process.
         Who is last is decided under the lock, one at a time; the round trip to the host is
         not: held under the lock, every start in the group (``process_for``) waited for the
@@ -72,9 +75,9 @@ class HostGroup:
         if ends:
             await process.close()
         else:
-            await process.request("close", {"runtime": runtime.runtime_id})
+            await process.request(ops.Close(runtime=runtime.runtime_id))
 
-    def killed(self, process: HostProcess) -> list[RemoteRuntime]:
+    def killed(self, process: HostHandle) -> list[RemoteRuntime]:
         """The process was SIGKILLed: the runtimes that died with it, now none."""
         if process is not self.process:
             return []

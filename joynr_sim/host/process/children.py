@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Protocol
 
-from .__main__ import host_main
+from .entry import host_main
 
 _STARTING = threading.Lock()  # hosts start from worker threads, one at a time
 _PREPARATION_DATA = multiprocessing.spawn.get_preparation_data
@@ -58,7 +58,7 @@ class ForkedChild:
 
     def __init__(self, control: socket.socket, query: socket.socket, log_dir: Path, event_loop: str) -> None:
         context = multiprocessing.get_context("forkserver")
-        context.set_forkserver_preload(["joynr_sim.host.__main__"])
+        context.set_forkserver_preload(["joynr_sim.host.process.entry"])
         # Daemonic: when the runner's interpreter exits without closing a host (Ctrl-C while a
         # spare host was still starting), multiprocessing terminates it instead of waiting
         # for it forever. A host starts no processes of its own, which daemons may not.

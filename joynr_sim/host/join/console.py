@@ -40,7 +40,7 @@ def _default_name(address: str) -> str:
 
 def _problem(args: argparse.Namespace) -> str | None:
     """Why the arguments cannot work, or None; the checks a host makes before it starts."""
-    from .event_loop import event_loop_choice
+    from ..process.event_loop import event_loop_choice
     from .mqtt_channel import check_name
 
     try:

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from . import ops
+
 if TYPE_CHECKING:
     from .handles import RemoteRuntime
-
-CALL_SLACK_S = 10.0  # beyond a call's TTL: the host answers a timeout itself
 
 
 class RemoteSubscription:
@@ -18,12 +18,13 @@ class RemoteSubscription:
         self.runtime = runtime
         self.subscription_id = subscription_id
         self.proxy, self.provider, self.name = proxy, provider, name
-        self._seen: dict[str, Any] = {"values": [], "ended": None}
+        self._seen: ops.Published = {"values": [], "ended": None}
 
-    def _read(self) -> dict[str, Any]:
+    @ops.asks(ops.Publications)
+    def _read(self) -> ops.Published:
         if self.runtime.running:  # a runtime that went down keeps what was last read
-            self._seen = self.runtime.query("publications", runtime=self.runtime.runtime_id,
-                                            subscription_id=self.subscription_id)
+            self._seen = self.runtime.query(ops.Publications(runtime=self.runtime.runtime_id,
+                                                             subscription_id=self.subscription_id))
         return self._seen
 
     @property
@@ -34,10 +35,11 @@ class RemoteSubscription:
     def ended(self) -> str | None:
         return self._read()["ended"]
 
+    @ops.asks(ops.AwaitPublications)
     async def wait_for(self, count: int, timeout_s: float) -> list[Any]:
         """The values received, once there are at least ``count``; TimeoutError after
         ``timeout_s``."""
-        self._seen = await self.runtime._ask("await_publications", timeout_s + CALL_SLACK_S,
-                                             subscription_id=self.subscription_id, count=count,
-                                             timeout_ms=int(timeout_s * 1000))
+        self._seen = await self.runtime.ask(ops.AwaitPublications(
+            runtime=self.runtime.runtime_id, subscription_id=self.subscription_id, count=count,
+            timeout_ms=int(timeout_s * 1000)))
         return list(self._seen["values"])

@@ -32,3 +32,8 @@ def event_loop_factory(choice: str | None = None) -> Callable[[], asyncio.Abstra
     import uvloop  # imported only where it runs: the runner never needs it
 
     return uvloop.new_event_loop
+
+
+def loop_name() -> str:
+    """The running loop's library, as ``JOYNR_SIM_EVENT_LOOP`` names it."""
+    return "uvloop" if type(asyncio.get_running_loop()).__module__.startswith("uvloop") else "asyncio"

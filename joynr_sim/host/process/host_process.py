@@ -1,14 +1,14 @@
-"""A host process as the runner holds it: started, asked, killed.
+"""A host process on this machine as the runner holds it: started, asked, killed.
 
-``request`` sends on the control channel (the child's standard input and output) and waits
-for the answer without holding up the event loop; ``query`` asks on the blocking query
-channel and returns at once, for the questions a step asks without awaiting (a routing
-entry, whether a connection is up). Every answer is validated; a host that sends what
-breaks the protocol, does not answer in time or dies fails what waits on it with a clear
-error and is killed, never left hanging.
+The control channel and the query channel are each a socket pair: ``exchange`` sends on the
+control channel and waits for the answer without holding up the event loop;
+``query_exchange`` asks on the blocking query channel and returns at once, for the questions
+a step asks without awaiting (a routing entry, whether a connection is up). Every answer is
+validated; a host that sends what breaks the protocol, does not answer in time or dies fails
+what waits on it with a clear error and is killed, never left hanging.
 
-A write failure an answer carries (``protocol``) is kept as ``write_failure`` and handed to
-the run's ``Failures`` (``failures``, set by the pool that made the process; else the run
+A write failure an answer carries (``rpc.framing``) is kept as ``write_failure`` and handed
+to the run's ``Failures`` (``failures``, set by the pool that made the process; else the run
 that watches the failure's path).
 """
 
@@ -23,44 +23,31 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from .. import write_failure as write_failures
-from ..core.errors import JoynrTimeoutException
-from ..write_failure import Failures, WriteFailure
-from .children import Child, ExecutedChild, ForkedChild
-from .event_loop import event_loop_choice
-from .protocol import (
+from ... import write_failure as write_failures
+from ...write_failure import Failures, WriteFailure
+from ..rpc import ops
+from ..rpc.errors import RUNTIME_WENT_DOWN, HostGone
+from ..rpc.framing import (
     HEADER,
-    VERSION,
     ProtocolError,
     decode_body,
     encode_frame,
     frame_length,
-    raise_remote,
     read_frame,
     request,
     validate_response,
     write_failure_of,
 )
+from ..rpc.host_handle import HostHandle
+from .children import Child, ExecutedChild, ForkedChild
+from .event_loop import event_loop_choice
 
-SPAWN_TIMEOUT_S = 30.0
-REQUEST_TIMEOUT_S = 60.0
-QUERY_TIMEOUT_S = 10.0
-EXIT_TIMEOUT_S = 10.0
+EXIT_TIMEOUT_S = 10.0  # for a host to end once it answered exit
 # The directory holding joynr_sim, brokers and trace_schema: a host imports what the runner does.
-_SOURCE_ROOT = str(Path(__file__).resolve().parent.parent.parent)
+_SOURCE_ROOT = str(Path(__file__).resolve().parents[3])
 
 
-# What a call pending when its host ended fails with: the words a runtime in the runner's
-# process uses for its pending calls when it goes down (``Runtime._halt``).
-RUNTIME_WENT_DOWN = "runtime went down"
-
-
-class HostGone(JoynrTimeoutException):
-    """The host process ended (killed, or it exited) while something waited on it; to a
-    caller it is what a crashed runtime's pending call is: a timeout."""
-
-
-class HostProcess:
+class HostProcess(HostHandle):
     def __init__(self, name: str, log_dir: Path) -> None:
         """Its standard error goes to ``<log_dir>/host-<pid>.log`` (removed if it stays empty)."""
         self.name, self.log_dir = name, log_dir
@@ -138,15 +125,15 @@ class HostProcess:
         self.log_path = self.log_dir / f"host-{self.pid}.log"
         if starting.exists():
             os.replace(starting, self.log_path)
-        query.settimeout(QUERY_TIMEOUT_S)
+        query.settimeout(ops.QUERY_TIMEOUT_S)
         self._query = query
         reader, self._writer = await asyncio.open_connection(sock=control, limit=2**16)
         self._reader = asyncio.get_running_loop().create_task(self._read_answers(reader))
         try:
-            hello = await self.request("hello", {"version": VERSION}, timeout=SPAWN_TIMEOUT_S)
-            if not isinstance(hello, dict) or hello.get("pid") != self.pid:
+            hello = await self.hello()
+            if hello["pid"] != self.pid:
                 raise ProtocolError(f"hello: expected this process's pid {self.pid}, got {hello!r}")
-            if hello.get("event_loop") != self.event_loop:
+            if hello["event_loop"] != self.event_loop:
                 raise ProtocolError(f"hello: expected a host on {self.event_loop}, got {hello!r}")
         except BaseException:
             await self.kill()
@@ -154,12 +141,8 @@ class HostProcess:
         return self.pid
 
     # -- the control channel ----------------------------------------------------------
-    async def request(self, op: str, args: dict[str, Any], timeout: float = REQUEST_TIMEOUT_S) -> Any:
-        ok, value = await self.exchange(op, args, timeout)
-        return value if ok else raise_remote(value)
-
-    async def exchange(self, op: str, args: dict[str, Any], timeout: float = REQUEST_TIMEOUT_S) -> tuple[bool, Any]:
-        """The answer as it came: (True, result) or (False, the error's fields)."""
+    async def exchange(self, op: str, args: dict[str, Any],
+                       timeout: float = ops.REQUEST_TIMEOUT_S) -> tuple[bool, Any]:
         if self._broken is not None:
             raise self._broken
         if not self.alive:
@@ -209,11 +192,6 @@ class HostProcess:
                 future.set_exception(problem)
 
     # -- the query channel ------------------------------------------------------------
-    def query(self, op: str, args: dict[str, Any]) -> Any:
-        """Ask and wait for the answer, blocking: only ops that answer at once."""
-        ok, value = self.query_exchange(op, args)
-        return value if ok else raise_remote(value)
-
     def query_exchange(self, op: str, args: dict[str, Any]) -> tuple[bool, Any]:
         if self._broken is not None:
             raise self._broken
@@ -229,7 +207,7 @@ class HostProcess:
                 self._heard(message)
             except TimeoutError:
                 raise TimeoutError(f"{self.name}: host process {self.pid} did not answer {op} within "
-                                   f"{QUERY_TIMEOUT_S:g} s") from None
+                                   f"{ops.QUERY_TIMEOUT_S:g} s") from None
             except ProtocolError as exc:
                 self._broken = ProtocolError(f"{self.name}: host process {self.pid} broke the protocol: {exc}")
                 self._signal(signal.SIGKILL)
@@ -271,7 +249,7 @@ class HostProcess:
         """Ask the host to exit (it stops its runtimes); kill it if it does not in time."""
         if self.alive:
             try:
-                await self.request("exit", {}, timeout=EXIT_TIMEOUT_S)
+                await self.exit()
                 assert self._child is not None
                 await asyncio.wait_for(self._child.wait(), EXIT_TIMEOUT_S)
             except Exception:
@@ -293,48 +271,3 @@ class HostProcess:
             self._query = None
         if self.log_path is not None and self.log_path.exists() and self.log_path.stat().st_size == 0:
             self.log_path.unlink()  # nothing was said: no file to look at
-
-
-class HostPool:
-    """Host processes started ahead, so a runtime's start does not wait for one: each
-    ``take`` hands out a greeted host and starts the next one in the background (the first
-    also starts the fork server while the brokers start). A host taken knows nothing yet;
-    one never taken is closed with the pool."""
-
-    def __init__(self, log_dir: Path, spares: int = 1, failures: Failures | None = None) -> None:
-        """failures: the run's, which every host taken from here tells of its write failures."""
-        event_loop_choice()  # a wrong JOYNR_SIM_EVENT_LOOP is the caller's error, not a host that dies
-        self.log_dir = log_dir
-        self.spares = spares
-        self.failures = failures
-        self._ready: list[asyncio.Task[HostProcess]] = []
-        self._seq = itertools.count(1)
-
-    def _spawn_one(self) -> asyncio.Task[HostProcess]:
-        async def spawn() -> HostProcess:
-            host = HostProcess(f"host-{next(self._seq)}", self.log_dir)
-            host.failures = self.failures
-            await host.spawn()
-            return host
-
-        return asyncio.get_running_loop().create_task(spawn())
-
-    def fill(self) -> None:
-        while len(self._ready) < self.spares:
-            self._ready.append(self._spawn_one())
-
-    async def take(self, name: str) -> HostProcess:
-        task = self._ready.pop(0) if self._ready else self._spawn_one()
-        self.fill()
-        host = await task
-        host.name = name
-        return host
-
-    async def close(self) -> None:
-        ready, self._ready = self._ready, []
-        for task in ready:
-            try:
-                host = await task
-            except Exception:
-                continue  # it never started: nothing is left of it
-            await host.close()
