@@ -111,6 +111,7 @@ class Withhold:
 
 Action = (Received | Send | Deliver | Queue | Resolve | Drop | Reject | LearnRoute | Subscribe | Unsubscribe
           | Withhold)
+ACTIONS: tuple[type, ...] = Action.__args__  # every action type, for tables keyed by it
 
 def via_of(address: Address) -> str:
     """The transport an address is reached over, as the trace names it."""
