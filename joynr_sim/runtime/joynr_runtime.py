@@ -173,20 +173,13 @@ class JoynrRuntime(Runtime):
         return self.node.queued(participant_id)
 
 
-class Proxy:
-    """What an application holds: calls go from the proxy's participant to its provider."""
+class ProxyCalls:
+    """A proxy's calls, wherever its runtime runs (``handle.RuntimeHandle``): from the
+    proxy's participant to its provider."""
 
-    def __init__(self, runtime: JoynrRuntime, skeleton: ProxySkeleton) -> None:
-        self.runtime = runtime
-        self.skeleton = skeleton
-
-    @property
-    def participant_id(self) -> str:
-        return self.skeleton.participant_id
-
-    @property
-    def provider_participant_id(self) -> str:
-        return self.skeleton.provider_participant_id
+    runtime: Any
+    participant_id: str
+    provider_participant_id: str
 
     async def call(self, method: str, *params: Any, ttl_ms: int = DEFAULT_TTL_MS) -> Any:
         return await self.runtime.request(self.participant_id, self.provider_participant_id, method, list(params),
@@ -195,6 +188,22 @@ class Proxy:
     async def one_way(self, method: str, *params: Any, ttl_ms: int = DEFAULT_TTL_MS) -> str:
         return await self.runtime.one_way(self.participant_id, self.provider_participant_id, method, list(params),
                                           ttl_ms)
+
+
+class Proxy(ProxyCalls):
+    """What an application holds of a proxy in this process."""
+
+    def __init__(self, runtime: JoynrRuntime, skeleton: ProxySkeleton) -> None:
+        self.runtime = runtime
+        self.skeleton = skeleton
+
+    @property
+    def participant_id(self) -> str:  # type: ignore[override]
+        return self.skeleton.participant_id
+
+    @property
+    def provider_participant_id(self) -> str:  # type: ignore[override]
+        return self.skeleton.provider_participant_id
 
     async def subscribe_attribute(self, attribute: str, qos: SubscriptionQos | None = None) -> Subscription:
         """Subscribe to an attribute (on change unless ``qos`` says otherwise): the current

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...core.routing import RoutingEntry
 from ...core.subscriptions import SubscriptionQos
-from ...runtime.handle import DEFAULT_TTL_MS
+from ...runtime.joynr_runtime import ProxyCalls
 from . import ops
 from .remote_subscription import RemoteSubscription
 
@@ -68,21 +68,13 @@ class RemoteConnection:
         self.connected = _Connected(cc, gbid)
 
 
-class RemoteProxy:
+class RemoteProxy(ProxyCalls):
     """What an application holds, for a proxy in a host: calls go from its participant."""
 
     def __init__(self, runtime: RemoteRuntime, participant_id: str, provider_participant_id: str) -> None:
         self.runtime = runtime
         self.participant_id = participant_id
         self.provider_participant_id = provider_participant_id
-
-    async def call(self, method: str, *params: Any, ttl_ms: int = DEFAULT_TTL_MS) -> Any:
-        return await self.runtime.request(self.participant_id, self.provider_participant_id, method, list(params),
-                                          ttl_ms)
-
-    async def one_way(self, method: str, *params: Any, ttl_ms: int = DEFAULT_TTL_MS) -> str:
-        return await self.runtime.one_way(self.participant_id, self.provider_participant_id, method, list(params),
-                                          ttl_ms)
 
     async def subscribe_attribute(self, attribute: str, qos: SubscriptionQos | None = None) -> RemoteSubscription:
         return await self._subscribe("attribute", attribute, qos, None, ())
