@@ -33,6 +33,7 @@ from .core.routing import policy_matrix
 from .explore.console import add_parser as add_explore_parser
 from .host.join.console import add_parser as add_host_parser
 from .host.process.event_loop import event_loop_choice
+from .network import MEMORY, NETWORKS, check_network
 
 _CELL = {"replaced": "[green]replace[/]", "refused": "[red]refuse[/]", "merged": "merge"}
 
@@ -116,6 +117,10 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
         return 2
     try:
         hosts = _hosts(args.hosts)
+        if args.network is not None:
+            check_network(args.network)
+            if args.network == MEMORY and (hosts is not None or args.join):
+                raise ValueError("--network memory: every runtime runs in this process (no --hosts, no --join)")
         event_loop_choice()
     except ValueError as exc:
         Console(stderr=True).print(f"[red]joynr-sim run: {escape(str(exc))}[/]", soft_wrap=True, highlight=False)
@@ -123,7 +128,8 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
     return run_scenarios(args.paths, out=args.out, broker=args.broker, policy=args.policy,
                          seed=args.seed, gcd_store=args.gcd_store, console=console, report=args.report,
                          check=args.check, junit=args.junit, jobs=args.jobs, hosts=hosts,
-                         join=(args.join, args.join_hosts, args.join_timeout) if args.join else None)
+                         join=(args.join, args.join_hosts, args.join_timeout) if args.join else None,
+                         network=args.network)
 
 
 MAX_HOSTS = 1024
@@ -206,6 +212,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("run", help="run scenarios: one run directory per scenario under --out")
     p.add_argument("paths", nargs="+", type=Path, metavar="PATH", help="scenario files or folders")
     p.add_argument("--broker", help="amqtt (default), mosquitto, or gbid1=mqtt://host:port,...")
+    p.add_argument("--network", metavar="|".join(NETWORKS),
+                   help="memory: in-memory brokers and WebSockets in virtual time, one seed replays a run byte "
+                   "for byte; amqtt or mosquitto: that real broker (default: what --broker says)")
     p.add_argument("--policy", help=f"routing policy for every runtime: {', '.join(POLICIES)}; all: the "
                    "policy matrix, every scenario under every policy into OUT/<policy>/ and OUT/matrix.json")
     p.add_argument("--out", type=Path, default=Path("runs"), help="where run directories go (default: runs/)")

@@ -34,7 +34,6 @@ from __future__ import annotations
 import asyncio
 import inspect
 import os
-import uuid
 from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
@@ -43,6 +42,7 @@ from typing import Any
 from brokers import BrokerSet
 
 from .clock import SimClock
+from .core.ids import new_hex
 from .core.address import Address, WebSocketAddress
 from .core.gcd import GCD_TOPIC
 from .core.links import LinkRegistry
@@ -52,6 +52,9 @@ from .host.process.groups import HostGroup
 from .host.process.pool import HostPool
 from .host.rpc.handles import RemoteRuntime
 from .host.rpc.kinds import RemoteClusterController, RemoteLibjoynr
+from .network import MEMORY, choose_network, virtual_clock
+from .network.memory import MemoryBrokers, MemoryNetwork
+from .network.virtual_loop import on_virtual_time
 from .runtime.base import Runtime
 from .runtime.cluster_controller import ClusterController
 from .runtime.gcd_service import GcdService, gcd_runtime_id
@@ -68,6 +71,7 @@ class Simulation:
         *,
         gbids: list[str],
         broker: str = "amqtt",
+        network: str | None = None,
         broker_autosave: int | None = None,
         policy: str = "precedence",
         run_id: str | None = None,
@@ -94,25 +98,41 @@ class Simulation:
 
         broker_autosave: Mosquitto's counted changes between saves of its persistence
         (``brokers.mosquitto``); None, the default: 1, every change, so a broker's SIGKILL
-        loses nothing it acknowledged. Only with ``broker="mosquitto"``."""
+        loses nothing it acknowledged. Only with ``broker="mosquitto"``.
+
+        network: ``memory``, ``amqtt`` or ``mosquitto``; None, the default: the real brokers
+        ``broker`` names. On ``memory`` the brokers, WebSockets and links are in this process
+        (``joynr_sim.network``), every runtime too, and the simulation must run on a
+        virtual-time loop (``joynr_sim.network.virtual_loop``)."""
+        network, broker = choose_network(network, broker)
+        if network == MEMORY:
+            if not on_virtual_time():
+                raise ValueError("network: a simulation on the memory network runs on a virtual-time loop "
+                                 "(joynr_sim.network.virtual_loop.run)")
+            if hosts is not None or join is not None:
+                raise ValueError("network: on the memory network every runtime runs in this process "
+                                 "(no hosts, no join)")
+            processes = False
+        self.network_name = network or broker
         self.run_dir = Path(run_dir)
         self.gcd_last_seen_timeout_ms = gcd_last_seen_timeout_ms
         self.run_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         self.write_failures = watch(self.run_dir)  # before anything here writes
         self._watching = True
-        self.run_id = run_id or uuid.uuid4().hex[:12]
-        self.clock = clock or SimClock()
+        self.run_id = run_id or new_hex(6)
+        self.clock = clock or (virtual_clock() if network == MEMORY else SimClock())
         self.gbids = list(gbids)
         self.policy = policy
         self.max_hops = max_hops
         self.seed = seed
-        self.brokers = BrokerSet(
-            self.gbids,
-            broker=broker,
-            run_dir=self.run_dir,
-            trace=TraceWriter(self.run_dir, self.run_id, "brokers", "broker", self.clock),
-            autosave=broker_autosave,
-        )
+        brokers_trace = TraceWriter(self.run_dir, self.run_id, "brokers", "broker", self.clock)
+        self.network: MemoryNetwork | None = None
+        if network == MEMORY:
+            self.network = MemoryNetwork(list(gbids), seed, trace=brokers_trace)
+            self.brokers: BrokerSet | MemoryBrokers = self.network.brokers
+        else:
+            self.brokers = BrokerSet(self.gbids, broker=broker, run_dir=self.run_dir, trace=brokers_trace,
+                                     autosave=broker_autosave)
         if not isinstance(processes, bool):
             raise ValueError(f"processes: expected true or false, got {processes!r}")
         self.processes = processes
@@ -145,7 +165,7 @@ class Simulation:
             raise ValueError(f"faults: expected true or false, got {faults!r}")
         self.faults = Faults(
             lambda: TraceWriter(self.run_dir, self.run_id, TRACE_RUNTIME_ID, "runner", self.clock),
-            enabled=faults, seed=seed,
+            enabled=faults, seed=seed, make_link=self.network.fault_link if self.network else None,
         )
 
     async def __aenter__(self) -> Simulation:
@@ -200,10 +220,13 @@ class Simulation:
         return self.write_failures.failure
 
     def _common(self) -> dict[str, Any]:
-        return dict(
+        common = dict(
             run_dir=self.run_dir, run_id=self.run_id, clock=self.clock,
             policy=self.policy, max_hops=self.max_hops, seed=self.seed,
         )
+        if self.network is not None:  # in-process runtimes only: a host process has its own
+            common["network"] = self.network
+        return common
 
     def _advance_hosts(self, now_ms: int) -> None:
         for runtime in list(self.runtimes.values()):
@@ -239,7 +262,9 @@ class Simulation:
                 raise ValueError(f"gbids: {gbid!r} is not one of this simulation's GBIDs {self.gbids}")
         if len(set(gbids)) != len(gbids):
             raise ValueError(f"gbids: repeated GBID in {gbids!r}")
-        if not self.faults.enabled:
+        if not self.faults.enabled or self.network is not None:
+            if self.faults.enabled:  # the memory network's own links: faulted, never proxied
+                await self.faults.mqtt_links(runtime_id, kind, gbids, self.brokers.endpoint)
             return self.brokers
         proxies = await self.faults.mqtt_links(runtime_id, kind, gbids, self.brokers.endpoint)
         return ProxiedBrokers(self.brokers, proxies)
@@ -291,7 +316,9 @@ class Simulation:
             raise ValueError(f"cc: cluster controller {cc.runtime_id!r} must run before its libjoynr runtimes")
         self._check_new(runtime_id)
         cc_address = cc.ws_address
-        if self.faults.enabled:
+        if self.faults.enabled and self.network is not None:
+            await self.faults.websocket_link(runtime_id, lambda: (cc_address.host, cc.ws_port))
+        elif self.faults.enabled:
             # Asked at every connection: a cluster controller listens again where it did.
             proxy = await self.faults.websocket_link(runtime_id, lambda: (cc_address.host, cc.ws_port))
             cc_address = WebSocketAddress("WS", proxy.address[0], proxy.address[1], "/")

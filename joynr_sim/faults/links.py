@@ -12,7 +12,7 @@ how many connections were open through the link when it took effect.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -22,6 +22,10 @@ from .proxy import FaultProxy
 
 TRACE_RUNTIME_ID = "faults"
 MAX_DELAY_MS = 600_000  # ten minutes: longer than any TTL a scenario sets
+
+
+# (name, runtime id, GBID or None, upstream) -> a started link with FaultProxy's fault methods
+MakeLink = Callable[[str, str, "str | None", Callable[[], tuple[str, int]]], Awaitable[FaultProxy]]
 
 
 class Credentials(Protocol):
@@ -53,8 +57,12 @@ class _Runtime:
 
 
 class Faults:
-    def __init__(self, open_trace: Callable[[], TraceWriter], *, enabled: bool = True, seed: int | None = None) -> None:
+    def __init__(self, open_trace: Callable[[], TraceWriter], *, enabled: bool = True, seed: int | None = None,
+                 make_link: MakeLink | None = None) -> None:
+        """make_link: what stands for a fault proxy (the memory network's links); None:
+        a started ``FaultProxy`` on loopback."""
         self.enabled = enabled
+        self._make_link = make_link
         self._open_trace = open_trace
         self._trace_writer: TraceWriter | None = None  # opened by the first fault: no empty file
         self._seed = seed
@@ -94,6 +102,8 @@ class Faults:
     async def _start(self, runtime_id: str, gbid: str | None, upstream: Callable[[], tuple[str, int]]) -> FaultProxy:
         if runtime_id in self._runtimes:
             raise ValueError(f"runtime_id: {runtime_id!r} has its links already")
+        if self._make_link is not None:
+            return await self._make_link(f"{runtime_id}/{gbid or 'ws'}", runtime_id, gbid, upstream)
         # One seed per link, derived from the run's, so each link's jitter repeats.
         seed = None if self._seed is None else f"{self._seed}/{runtime_id}/{gbid}"
         proxy = FaultProxy(f"{runtime_id}/{gbid or 'ws'}", upstream, seed=seed)

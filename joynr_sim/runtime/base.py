@@ -36,7 +36,7 @@ from ..trace import TraceWriter
 from .action_trace import EVENT_OF
 from .dispatcher import Dispatcher
 from .participants import ProviderRuntimeException
-from .ports import Carrier, Directory, Port
+from .ports import Carrier, Directory, Network, Port
 from .subscriptions import Subscriptions
 
 DEFAULT_TTL_MS = 60_000
@@ -66,8 +66,11 @@ class Runtime:
         purge_interval_ms: int = 1000,
         seed: int | None = None,
         incarnation: int = 0,
+        network: Network | None = None,
     ) -> None:
         self.runtime_id = runtime_id
+        # Where its ports' connections come from; None: the real network's sockets.
+        self.network = network
         # The node's bounds: hops, what may wait for a route (in all and per sender),
         # lookups per sender, the largest frame; its rule set by name or as an object.
         self._new_node = node

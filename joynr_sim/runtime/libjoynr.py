@@ -23,6 +23,7 @@ from ..core.message import JoynrMessage, encode
 from ..core.multicast import MulticastId
 from ..core.node import LibJoynrNode
 from ..core.routing import RoutingEntry
+from ..transport.network import REAL
 from ..transport.websocket import WebSocketClient
 from .base import FOREVER_MS, offer_route
 from .discovery import discovery_provider_participant_id, to_discovery_error
@@ -107,7 +108,7 @@ class CcConnection(Port):
         offer_route(rt, rt.runtime_id, RoutingEntry(InProcessAddress(internal), False, FOREVER_MS, True),
                     "provisioned")
         a = rt.cc_address
-        self.ws = WebSocketClient(
+        self.ws = (rt.network or REAL).websocket_client(
             f"{a.protocol.lower()}://{a.host}:{a.port}{a.path}", rt.runtime_id,
             on_frame=lambda frame: rt.receive_frame(frame, "ws"), on_closed=self._on_cc_gone, token=rt.token,
         )

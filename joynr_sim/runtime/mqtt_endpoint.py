@@ -31,10 +31,11 @@ from ..store.group_commit import after_commit
 from ..store.outbox import Outbox
 from ..trace import TraceWriter
 from ..transport.mqtt import MqttConnection
+from ..transport.network import REAL
 from ..transport.mqtt_topics import check_publish_topic, multicast_topic, unicast_topic
 from ..transport.paho_client import Delivery
 from .action_trace import trace_action
-from .ports import Carrier, Port
+from .ports import Carrier, Network, Port
 from .sessions import BrokerSessions
 
 CONNECT_TIMEOUT_S = 10  # a start's wait for every CONNACK, unless the runtime chose its own
@@ -49,6 +50,7 @@ class BrokerDirectory(Protocol):
 class MqttHost(Protocol):
     runtime_id: str
     running: bool
+    network: Network | None
     node: Node
     trace: TraceWriter
 
@@ -208,7 +210,8 @@ class MqttEndpoint(Port):
         # process's late callbacks reach closed sessions, which ignore them.
         sessions = self._live_sessions()
         host, port = self.brokers.endpoint(gbid)
-        conn = MqttConnection(
+        conn = (self.host.network or REAL).mqtt_connection(
+            runtime_id=self.runtime_id,
             gbid=gbid,
             host=host,
             port=port,

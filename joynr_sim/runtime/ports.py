@@ -6,6 +6,8 @@ freshness, a GCD's store). Each names the address types it carries (``carriers``
 runtime looks a ``Send``'s carrier up by the address's type, as joynr's messaging-stub
 factory does, and a type no port carries fails as no-connection.
 
+``Network``: where the ports' connections come from (sockets, or the memory network).
+
 ``Directory``: where a runtime asks about participants: the route to one it does not know
 (``resolve``), telling its parent router of its own (``announce``/``withdraw``), its
 multicast receivers, and discovery (add, remove, lookup). A cluster controller answers
@@ -51,6 +53,19 @@ class Port:
 
     def close(self) -> None:
         """The runtime is stopped for good: release files."""
+
+
+class Network(Protocol):
+    """Where a port's connections come from: the real network (``transport.network``) or
+    the memory network (``joynr_sim.network``); a port asks it for each connection."""
+
+    name: str
+
+    def mqtt_connection(self, *, runtime_id: str, gbid: str, **kwargs: Any) -> Any: ...
+
+    def websocket_server(self, **kwargs: Any) -> Any: ...
+
+    def websocket_client(self, url: str, client_id: str, **kwargs: Any) -> Any: ...
 
 
 class Directory(Protocol):

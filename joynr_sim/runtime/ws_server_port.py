@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..core.actions import Drop
 from ..core.address import WebSocketClientAddress
 from ..core.message import JoynrMessage, encode
+from ..transport.network import REAL
 from ..transport.websocket import WebSocketServer
 from .ports import Carrier, Port
 
@@ -29,12 +30,12 @@ class WebSocketServerPort(Port):
         self.cc = cc
         self.authenticate = authenticate
         self.drain_timeout_s = drain_timeout_s
-        self.server: WebSocketServer | None = None
+        self.server: WebSocketServer | Any = None  # or the memory network's
         self.carriers: dict[type, Carrier] = {WebSocketClientAddress: self._send_soon}
 
     async def start(self) -> None:
         cc = self.cc
-        self.server = WebSocketServer(
+        self.server = (cc.network or REAL).websocket_server(
             on_frame=lambda client, frame: cc.receive_frame(frame, "ws", source=client),
             on_client=lambda client: None,
             on_client_gone=lambda client: cc.carry_out(cc.node.connection_lost(client)),

@@ -41,6 +41,7 @@ from .matrix import (
 )
 from .model import Scenario
 from .rundir import RunDirError, check_run_dir
+from ..network import DEFAULT_BROKER, choose_network
 from .runner import RunResult, StepOutcome, run_scenario
 
 EXIT_PASSED, EXIT_STEP_FAILED, EXIT_BAD_INPUT, EXIT_SETUP = 0, 1, 2, 3
@@ -67,12 +68,13 @@ def run_scenarios(
     jobs: int = 1,
     join: tuple[str, int, float] | None = None,
     hosts: int | str | None = None,
+    network: str | None = None,
 ) -> int:
     """Run the scenarios under ``paths``; returns the exit status (see the module). With
     ``report``, the HTML report of the runs goes to ``out/report/`` and its index is printed,
     also when a step failed. ``policy`` ``"all"`` runs the policy matrix. ``join``: (run name,
     hosts, seconds to wait for them): the runtimes run on hosts that joined (``host.join``).
-    ``hosts``: see ``run_scenario``."""
+    ``hosts`` and ``network``: see ``run_scenario``."""
     err = Console(stderr=True)
 
     def refuse(message: str) -> int:
@@ -89,7 +91,7 @@ def run_scenarios(
     matrix = policy == ALL_POLICIES
     policies = list(POLICIES) if matrix else [policy]
     problem = (check_inputs(scenarios, out=out, broker=broker, gcd_store=gcd_store,
-                            folders=list(POLICIES) if matrix else None)
+                            folders=list(POLICIES) if matrix else None, network=network)
                or (check_report_target(scenarios, out) if report else None)
                or (check_matrix_target(out) if matrix else None)
                or (check_junit_target(junit) if junit else None)
@@ -101,11 +103,13 @@ def run_scenarios(
         return refuse(problem)
     if matrix:
         try:
-            results = _run_matrix(scenarios, policies, out, broker, seed, gcd_store, console, jobs, hosts)
+            results = _run_matrix(scenarios, policies, out, broker, seed, gcd_store, console, jobs, hosts,
+                                  network)
         except RunDirError as exc:
             return refuse(str(exc))
     else:
-        results = _run_each(scenarios, out, broker, policy, seed, gcd_store, console, err, join, hosts)
+        results = _run_each(scenarios, out, broker, policy, seed, gcd_store, console, err, join, hosts,
+                            network)
         if results is None:
             return EXIT_BAD_INPUT
     by_name = {s.name: s for s in scenarios}
@@ -169,12 +173,12 @@ def _join_problem(join: tuple[str, int, float], broker: str | None, matrix: bool
 
 
 def _run_each(scenarios, out, broker, policy, seed, gcd_store, console, err, join=None,
-              hosts=None) -> list[RunResult] | None:
+              hosts=None, network=None) -> list[RunResult] | None:
     """One after another, each with its progress display; stops after a run that errs."""
     results: list[RunResult] = []
     for scenario in scenarios:
         try:
-            result = _run_one(scenario, out, broker, policy, seed, gcd_store, console, join, hosts)
+            result = _run_one(scenario, out, broker, policy, seed, gcd_store, console, join, hosts, network)
         except RunDirError as exc:  # the folder changed since it was checked
             err.print(f"[red]joynr-sim run: {escape(redact(str(exc)))}[/]", soft_wrap=True, highlight=False)
             return None
@@ -193,7 +197,8 @@ def _print_error(err: Console, result: RunResult) -> None:
 
 
 def _run_matrix(scenarios: list[Scenario], policies: list[str], out: Path, broker, seed, gcd_store,
-                console: Console, jobs: int, hosts: int | str | None) -> list[RunResult]:
+                console: Console, jobs: int, hosts: int | str | None, network: str | None = None
+                ) -> list[RunResult]:
     """Every scenario under every policy, ``jobs`` runs at a time, into OUT/<policy>/."""
     progress = Progress(TextColumn("[bold]policy matrix"), BarColumn(), MofNCompleteColumn(),
                         TextColumn("{task.description}"), TimeElapsedColumn(), console=console, transient=True)
@@ -206,7 +211,7 @@ def _run_matrix(scenarios: list[Scenario], policies: list[str], out: Path, broke
         async def one(scenario: Scenario, policy: str) -> RunResult:
             async with gate:
                 result = await run_scenario(scenario, out / policy, policy=policy, broker=broker, seed=seed,
-                                            gcd_store=gcd_store, hosts=hosts)
+                                            gcd_store=gcd_store, hosts=hosts, network=network)
             progress.update(task, advance=1, description=escape(f"{scenario.name} ({policy})"))
             return result
 
@@ -299,7 +304,7 @@ def _write_report(results: list[RunResult], out: Path, console: Console, err: Co
 
 
 def check_inputs(scenarios: list[Scenario], *, out: Path, broker: str | None, gcd_store: str | None,
-                 folders: list[str] | None = None) -> str | None:
+                 folders: list[str] | None = None, network: str | None = None) -> str | None:
     """The first problem with the options or the scenarios' broker choices, as one line;
     ``folders``: the run directories go to ``out/<folder>/`` (the matrix's policies)."""
     names = [s.name for s in scenarios]
@@ -315,10 +320,15 @@ def check_inputs(scenarios: list[Scenario], *, out: Path, broker: str | None, gc
             return f"--{exc}"
     for s in scenarios:
         try:
-            parse_broker(broker or s.broker, s.backends)
+            spec = parse_broker(broker or s.broker, s.backends)
         except BrokerSpecError as exc:
             where = "--broker" if broker else "broker"
             return f"{s.path or s.name}: {where}: {str(exc).removeprefix('broker: ')}"
+        if network is not None:
+            try:  # a scenario's own broker choice is the default --network overrides, unless external
+                choose_network(network, broker or (s.broker if spec.kind == "external" else DEFAULT_BROKER))
+            except ValueError as exc:
+                return f"{s.path or s.name}: --{exc}"
     try:
         for folder in folders or [None]:
             for s in scenarios:
@@ -329,7 +339,8 @@ def check_inputs(scenarios: list[Scenario], *, out: Path, broker: str | None, gc
 
 
 def _run_one(scenario: Scenario, out: Path, broker, policy, seed, gcd_store, console: Console,
-             join: tuple[str, int, float] | None = None, hosts: int | str | None = None) -> RunResult:
+             join: tuple[str, int, float] | None = None, hosts: int | str | None = None,
+             network: str | None = None) -> RunResult:
     progress = Progress(
         TextColumn("[bold]{task.fields[name]}"), BarColumn(), MofNCompleteColumn(),
         TextColumn("{task.description}"), TimeElapsedColumn(), console=console, transient=True,
@@ -347,7 +358,7 @@ def _run_one(scenario: Scenario, out: Path, broker, policy, seed, gcd_store, con
 
         result = asyncio.run(run_scenario(
             scenario, out, policy=policy, broker=broker, seed=seed, gcd_store=gcd_store, on_step=on_step,
-            join=join, hosts=hosts, on_progress=on_progress,
+            join=join, hosts=hosts, on_progress=on_progress, network=network,
         ))
     _report(result, console)
     return result

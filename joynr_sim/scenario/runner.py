@@ -21,7 +21,10 @@ reason). A run whose ``run.json`` cannot be written says that too, in the result
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import functools
+import hashlib
 import json
 import platform
 import random
@@ -38,6 +41,9 @@ from typing import Any
 from brokers import BrokerError, BrokerSpecError, MosquittoNotFound, parse_broker, redact
 from brokers.promises import declared
 
+from ..core.ids import seeded_ids
+from ..network import MEMORY, check_network, virtual_loop
+from ..network.virtual_loop import on_virtual_time
 from ..simulation import Simulation
 from ..trace import TraceWriter
 from ..write_failure import Failures, WriteFailure, record, unwatch, watch
@@ -76,6 +82,7 @@ class RunResult:
     broker: str  # as given, with every password shown as ***
     seed: int
     reproduces: dict[str, str]
+    network: str = ""  # memory, amqtt or mosquitto as asked; empty: the broker decided
     started: str = ""
     ended: str = ""
     duration_s: float = 0.0
@@ -158,6 +165,7 @@ async def run_scenario(
     join: tuple[str, int, float] | None = None,
     hosts: int | str | None = None,
     on_progress: Callable[[str], None] = lambda text: None,
+    network: str | None = None,
 ) -> RunResult:
     """Run one scenario into ``<out_dir>/<scenario name>/``.
 
@@ -172,20 +180,40 @@ async def run_scenario(
 
     An earlier run directory of joynr-sim there is replaced; anything else raises
     ``RunDirError`` and is left as it is. Set-up failures do not raise: the result's
-    outcome is ``error`` and ``complete`` is false."""
+    outcome is ``error`` and ``complete`` is false.
+
+    ``network``: ``memory``, ``amqtt`` or ``mosquitto`` (None: ``broker`` decides). On
+    ``memory`` the run happens in virtual time on a loop of its own (in a thread, unless the
+    caller's loop is one already) with every id drawn from the seed: the same seed gives
+    the same trace, byte for byte."""
+    if network is not None:
+        check_network(network)
+    seed = random.randrange(2**31) if seed is None else seed
+    if network == MEMORY and not on_virtual_time():
+        if join is not None:
+            raise ValueError("network: the memory network runs in this process; it cannot join hosts")
+        run = functools.partial(run_scenario, scenario, out_dir, policy=policy, broker=broker, seed=seed,
+                                gcd_store=gcd_store, on_step=on_step, keep_going=keep_going, hosts=hosts,
+                                on_progress=on_progress, network=network)
+        return await asyncio.to_thread(_in_virtual_time, run, seed)
     run_dir = claim_run_dir(out_dir, scenario.name)
     failures = watch(run_dir)  # every write under it that fails is this run's
-    seed = random.randrange(2**31) if seed is None else seed
     started = time.time()
     broker = broker or scenario.broker
+    policy = policy or scenario.policy
+    if network == MEMORY:  # the run id is in every trace line: the seed's, not the moment's
+        run_id = f"{scenario.name}-{_digest(f'{seed}/{policy}/{network}')}"
+    else:
+        run_id = f"{scenario.name}-{uuid.uuid4().hex[:12]}"  # unique: the checker keeps runs apart by it
     result = RunResult(
         scenario=scenario.name,
         path=str(scenario.path) if scenario.path else None,
         run_dir=str(run_dir),
-        run_id=f"{scenario.name}-{uuid.uuid4().hex[:12]}",  # unique: the checker keeps runs apart by it
-        policy=policy or scenario.policy,
-        broker=_redacted_broker(broker),
-        broker_properties=_broker_properties(broker),
+        run_id=run_id,
+        policy=policy,
+        broker=MEMORY if network == MEMORY else _redacted_broker(broker),
+        network=network or "",
+        broker_properties=declared(MEMORY) if network == MEMORY else _broker_properties(broker),
         seed=seed,
         reproduces={"seed": scenario.reproduces.seed, "scenario": scenario.reproduces.scenario},
         started=_iso(started),
@@ -201,9 +229,13 @@ async def run_scenario(
             raise failures.failure  # not even run.json could be written: nothing runs
         try:
             joined = dict(join=join[0], join_hosts=join[1], join_timeout_s=join[2], faults=False) if join else {}
-            sim = Simulation(run_dir, gbids=list(scenario.backends), broker=broker, policy=result.policy,
-                             run_id=result.run_id, seed=seed, gcd_store=gcd_store,
-                             hosts=fleet_hosts(scenario.fleet, hosts) if scenario.fleet else hosts,
+            if network == MEMORY:
+                hosts = None  # every runtime on the one virtual-time loop
+            elif scenario.fleet:
+                hosts = fleet_hosts(scenario.fleet, hosts)
+            sim = Simulation(run_dir, gbids=list(scenario.backends), broker=broker, network=network,
+                             policy=result.policy, run_id=result.run_id, seed=seed, gcd_store=gcd_store,
+                             hosts=hosts,
                              broker_autosave=scenario.fleet.broker_autosave if scenario.fleet else None,
                              **(joined or {"faults": scenario.fleet is None}))
             trace = TraceWriter(run_dir, result.run_id, "runner", "runner", sim.clock)
@@ -259,6 +291,16 @@ async def run_scenario(
             finally:
                 unwatch(run_dir)
     return result
+
+
+def _in_virtual_time(run: Callable[[], Any], seed: int) -> RunResult:
+    """A run on its own virtual-time loop, its ids drawn from the seed."""
+    with seeded_ids(seed):
+        return virtual_loop.run(run())
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
 async def _stop_on_write_failure(sim: Simulation) -> None:

@@ -31,6 +31,14 @@ from .ws_direct import DirectClientConnection
 from .ws_outgoing import Outgoing
 
 
+def hello_frame(client_id: str, token: str | None) -> str:
+    """A client's first frame: its WebSocketClientAddress, with the token proving its id."""
+    hello = to_dict(WebSocketClientAddress(client_id))
+    if token is not None:
+        hello["token"] = token
+    return json.dumps(hello, separators=(",", ":"))
+
+
 class WebSocketClient:
     """A libjoynr runtime's one connection to its cluster controller."""
 
@@ -71,10 +79,7 @@ class WebSocketClient:
         except InvalidHandshake as exc:
             # A peer that went away mid-handshake is a connection that failed, like a refusal.
             raise ConnectionError(f"WebSocket handshake with {self.url} failed: {exc}") from None
-        hello = to_dict(WebSocketClientAddress(self.client_id))
-        if self.token is not None:
-            hello["token"] = self.token
-        await self._ws.send(json.dumps(hello, separators=(",", ":")))
+        await self._ws.send(hello_frame(self.client_id, self.token))
         self._outgoing = Outgoing(self._ws)
         self._unconfirmed, self._unconfirmed_bytes = [], 0
         self._ws.on_data = self._received  # after _unconfirmed is set: a frame clears it

@@ -41,6 +41,25 @@ def refusal(reason: str) -> str:
     return "not permitted" if reason == "not-permitted" else "expected a WebSocketClientAddress"
 
 
+def verdict(first: bytes | str, authenticate: Callable[[str, object], bool]) -> str | tuple[str, str]:
+    """The client id of an accepted first frame, else (drop reason, detail): the judgement
+    of every WebSocket server, real or on the memory network."""
+    try:
+        if len(first) > websocket.MAX_HANDSHAKE_BYTES:
+            raise AddressError("frame", f"handshake of {len(first)} bytes, at most {websocket.MAX_HANDSHAKE_BYTES}")
+        address = from_json(first)
+        if not isinstance(address, WebSocketClientAddress):
+            raise AddressError("_typeName", "the first frame must be a WebSocketClientAddress")
+        client_id = check_id(address.id, "id")
+        token = json.loads(first).get("token")
+    except (AddressError, InvalidField) as exc:
+        return "decode-error", preview(str(exc), 200)
+    if not authenticate(client_id, token):
+        # Another local client claiming a runtime's id gets neither the id nor its replies.
+        return "not-permitted", f"client {preview(client_id)} refused: not its token"
+    return client_id
+
+
 class WebSocketServer:
     """Accepts libjoynr runtimes; calls back with (client id, frame), on disconnect, and
     with (drop reason, detail) for a refused handshake."""
@@ -86,21 +105,7 @@ class WebSocketServer:
             ws.protocol.send_close(websocket.REFUSED, refusal(verdict[0]))
 
     def _verdict(self, first: bytes | str) -> str | tuple[str, str]:
-        """The client id of an accepted first frame, else (drop reason, detail)."""
-        try:
-            if len(first) > websocket.MAX_HANDSHAKE_BYTES:
-                raise AddressError("frame", f"handshake of {len(first)} bytes, at most {websocket.MAX_HANDSHAKE_BYTES}")
-            address = from_json(first)
-            if not isinstance(address, WebSocketClientAddress):
-                raise AddressError("_typeName", "the first frame must be a WebSocketClientAddress")
-            client_id = check_id(address.id, "id")
-            token = json.loads(first).get("token")
-        except (AddressError, InvalidField) as exc:
-            return "decode-error", preview(str(exc), 200)
-        if not self._authenticate(client_id, token):
-            # Another local client claiming a runtime's id gets neither the id nor its replies.
-            return "not-permitted", f"client {preview(client_id)} refused: not its token"
-        return client_id
+        return verdict(first, self._authenticate)
 
     async def _handle(self, ws: DirectServerConnection) -> None:
         try:
