@@ -41,7 +41,7 @@ from typing import Any
 
 from brokers import BrokerSet
 
-from .clock import SimClock
+from .clock import RuntimeClock, SimClock
 from .core.ids import new_hex
 from .core.address import Address, WebSocketAddress
 from .core.gcd import GCD_TOPIC
@@ -219,14 +219,30 @@ class Simulation:
         await asyncio.gather(*(ask(p) for p in processes.values()))
         return self.write_failures.failure
 
-    def _common(self) -> dict[str, Any]:
+    def _common(self, own_clock: bool = False) -> dict[str, Any]:
+        """own_clock: an in-process runtime's clock of its own over the run's, for a skew."""
         common = dict(
-            run_dir=self.run_dir, run_id=self.run_id, clock=self.clock,
+            run_dir=self.run_dir, run_id=self.run_id, clock=RuntimeClock(self.clock) if own_clock else self.clock,
             policy=self.policy, max_hops=self.max_hops, seed=self.seed,
         )
         if self.network is not None:  # in-process runtimes only: a host process has its own
             common["network"] = self.network
         return common
+
+    async def clock_skew(self, runtime_id: str, ms: int) -> None:
+        """From now on ``runtime_id`` (a cluster controller or libjoynr runtime) reads the
+        run's time ``ms`` off: it stamps expiry dates and judges them by its own clock, as a
+        joynr runtime on a machine whose clock is wrong. Traced as ``fault.clock_skew``."""
+        runtime = self.runtimes.get(runtime_id) if isinstance(runtime_id, str) else None
+        if runtime is None or runtime.kind == "gcd":
+            known = sorted(r for r, rt in self.runtimes.items() if rt.kind != "gcd")
+            raise ValueError(f"runtime: no cluster controller or libjoynr runtime {runtime_id!r}; known: {known}")
+        if isinstance(runtime, RemoteRuntime):
+            await runtime.clock_skew(ms)
+        else:
+            assert isinstance(runtime.clock, RuntimeClock)
+            runtime.clock.set_skew(ms)
+        self.faults.trace(runtime_id, "clock_skew", None, target_kind=runtime.kind, ms=ms)
 
     def _advance_hosts(self, now_ms: int) -> None:
         for runtime in list(self.runtimes.values()):
@@ -298,7 +314,7 @@ class Simulation:
                     cc_id, gbids, brokers, runtime_id=runtime_id,
                     provisioned=provisioned,
                     link_registry=self.link_registry(cc_id, kwargs.pop("detached_timeout_ms", None)),
-                    **self._common(), **kwargs,
+                    **self._common(own_clock=True), **kwargs,
                 )
         except BaseException:
             await self.faults.forget(runtime_id or cc_id)
@@ -333,7 +349,8 @@ class Simulation:
                     group=self._group_of.get(cc.runtime_id), **self._common(),
                 )
             else:
-                runtime = LibjoynrRuntime(runtime_id, cc.cc_id, cc_address, token=token, **self._common(), **kwargs)
+                runtime = LibjoynrRuntime(runtime_id, cc.cc_id, cc_address, token=token, **self._common(own_clock=True),
+                                          **kwargs)
         except BaseException:
             await self.faults.forget(runtime_id)
             raise

@@ -178,11 +178,13 @@ class Faults:
         return self._proxies[(runtime_id, gbid)]
 
     def _trace(self, runtime_id: str, what: str, gbid: str | None, **fields: object) -> None:
+        self.trace(runtime_id, what, gbid, target_kind=self._runtimes[runtime_id].kind, **fields)
+
+    def trace(self, runtime_id: str, what: str, gbid: str | None, *, target_kind: str, **fields: object) -> None:
+        """``fault.<what>`` of ``runtime_id``: also a fault that is no link's (a clock skew)."""
         if self._trace_writer is None:
             self._trace_writer = self._open_trace()
-        self._trace_writer.emit(
-            f"fault.{what}", target=runtime_id, target_kind=self._runtimes[runtime_id].kind, gbid=gbid, **fields
-        )
+        self._trace_writer.emit(f"fault.{what}", target=runtime_id, target_kind=target_kind, gbid=gbid, **fields)
 
 
 def _name(runtime_id: str, gbid: str | None) -> str:

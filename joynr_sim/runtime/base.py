@@ -90,7 +90,9 @@ class Runtime:
         self.policy = policy
         self.max_hops = max_hops
         self.purge_interval_ms = purge_interval_ms
-        self.trace = TraceWriter(self.run_dir, run_id, runtime_id, self.kind, clock, batched=True)
+        # The trace tells the run's time: a runtime's skewed clock (RuntimeClock) is its own.
+        self.trace = TraceWriter(self.run_dir, run_id, runtime_id, self.kind, getattr(clock, "base", clock),
+                                 batched=True)
         self.ports: list[Port] = []  # started in this order, stopped in the reverse
         self._carriers: dict[type, Carrier] = {}  # by address type, from the ports at each start
         self.life_fields: dict[str, Any] = {}  # what life.start says of this runtime

@@ -22,7 +22,7 @@ from typing import Any
 
 import msgspec
 
-from ...clock import SimClock
+from ...clock import RuntimeClock, SimClock
 from ...core.subscription_wire import (
     SubscriptionPayloadError,
     check_filter,
@@ -118,7 +118,8 @@ class Host:
         spec = op.runtime_spec()
         if spec.run_dir not in self._failures:  # before the runtime writes its first line
             self._failures[spec.run_dir] = watch(spec.run_dir)
-        common = dict(run_dir=Path(spec.run_dir), clock=self.clock, **spec.common(), **spec.options)
+        # Each runtime reads the host's clock through its own, which a clock skew shifts.
+        common = dict(run_dir=Path(spec.run_dir), clock=RuntimeClock(self.clock), **spec.common(), **spec.options)
         if isinstance(spec, ClusterControllerSpec):
             runtime: JoynrRuntime = ClusterController(
                 spec.cc_id, spec.gbids, spec.broker_directory(), runtime_id=op.runtime,
@@ -130,6 +131,9 @@ class Host:
             runtime = LibjoynrRuntime(op.runtime, spec.cc_id, spec.websocket_address(), token=spec.token, **common)
         self.runtimes[op.runtime] = runtime
         print(f"host {os.getpid()}: {op.kind} {op.runtime!r}, incarnation {spec.incarnation}", file=sys.stderr)
+
+    async def on_clock_skew(self, op: ops.ClockSkew) -> None:
+        self._runtime(op).clock.set_skew(op.ms)
 
     async def on_start(self, op: ops.Start) -> ops.Started:
         runtime = self._runtime(op)

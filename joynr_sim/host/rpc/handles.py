@@ -68,6 +68,7 @@ class RemoteRuntime:
         self.running = False
         self.process: HostHandle | None = None
         self.incarnation = 0  # how many processes this runtime has had
+        self.skew_ms = 0  # how far off its clock reads the run's time (clock_skew)
         self.providers: dict[str, ProviderSkeleton] = {}
         self.table = RemoteTable(self)  # a read view, for callers that do not await
 
@@ -105,6 +106,13 @@ class RemoteRuntime:
     async def start(self) -> None:
         await self._launch(restart=False)
 
+    @ops.asks(ops.ClockSkew)
+    async def clock_skew(self, ms: int) -> None:
+        """The runtime reads the run's time ``ms`` off, in this process and every later one."""
+        self.skew_ms = ms
+        if self.running:
+            await self.ask(ops.ClockSkew(runtime=self.runtime_id, ms=ms))
+
     @ops.asks(ops.Create, ops.Start)
     async def _launch(self, restart: bool) -> None:
         if self.running:
@@ -124,6 +132,8 @@ class RemoteRuntime:
             else:
                 process.advance(self.clock.offset_ms)
             await process.request(ops.Create(runtime=self.runtime_id, kind=self.kind, spec=self._spec()))
+            if self.skew_ms:  # the machine's clock: a new process of the runtime reads it as the last did
+                await process.request(ops.ClockSkew(runtime=self.runtime_id, ms=self.skew_ms))
             result = await process.request(ops.Start(runtime=self.runtime_id, restart=restart))
         except BaseException:
             if self.group is not None and self.group.shared(self):

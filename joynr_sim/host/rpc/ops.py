@@ -21,6 +21,7 @@ from typing import Annotated, Any, Literal, TypedDict
 
 import msgspec
 
+from ...clock import MAX_SKEW_MS
 from ...core.discovery import DiscoveryScope
 from ...core.routing import Origin
 from ...runtime.load import MAX_CALLS, MAX_CONCURRENCY
@@ -127,6 +128,11 @@ class Create(RuntimeOp, tag="create"):
 class Start(RuntimeOp, tag="start"):
     result = Started
     restart: bool
+
+
+class ClockSkew(RuntimeOp, tag="clock_skew"):
+    """From now on the runtime reads the run's time ``ms`` off (``clock.RuntimeClock``)."""
+    ms: Annotated[int, msgspec.Meta(ge=-MAX_SKEW_MS, le=MAX_SKEW_MS)]
 
 
 class Stop(RuntimeOp, tag="stop"):
@@ -338,7 +344,7 @@ class Heal(RuntimeOp, tag="heal"):
 
 
 OPS = registry(
-    Hello, Exit, Advance, Profile, WriteFailure, Create, Start, Stop, Close, RegisterProvider, UnregisterProvider,
+    Hello, Exit, Advance, Profile, WriteFailure, Create, Start, ClockSkew, Stop, Close, RegisterProvider, UnregisterProvider,
     InvokeProvider, CreateProxy, DiscoverProxy, Request, OneWay, Load, Subscribe, Unsubscribe, AwaitPublications,
     Publications, LookupRoute, AddNextHop, RemoveNextHop, Routes, Queued, Connected, Admit, Cut, Heal,
 )
