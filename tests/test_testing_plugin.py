@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from joynr_sim.runtime.participants import EchoProvider
 
+pytest_plugins = ["pytester"]
+
 SCENARIO = """
 name: plugin-echo
 reproduces: {seed: 000_65e83c7f1cb84fd7.txt, scenario: "A proxy is built for a local provider"}
@@ -43,3 +45,36 @@ async def test_brokers_fixture(joynr_brokers):
     brokers = await joynr_brokers(["a", "b"], broker="mosquitto")
     assert brokers.endpoint("a") != brokers.endpoint("b")
     assert brokers.is_running("a") and brokers.is_running("b")
+
+
+async def test_scenario_fixture_runs_on_the_memory_network(joynr_scenario):
+    result = await joynr_scenario(SCENARIO, network="memory")
+    assert result.network == "memory" and result.broker == "memory"
+    assert [s.outcome for s in result.steps] == ["ok", "ok", "ok", "ok", "failed"]
+
+
+def test_network_option_runs_the_tests_in_virtual_time(pytester):
+    """With --network memory a test's simulation and its own sleeps share one virtual clock:
+    a minute passes at once, and the simulation's brokers are in memory."""
+    pytester.makepyfile(test_virtual="""
+        import asyncio, time
+
+        async def test_a_minute(joynr_simulation):
+            sim = await joynr_simulation(["gbid1"])
+            assert sim.brokers.kind == "memory"
+            loop = asyncio.get_running_loop()
+            began, wall = loop.time(), time.monotonic()
+            await asyncio.sleep(60)
+            assert loop.time() - began == 60
+            assert time.monotonic() - wall < 30
+    """)
+    result = pytester.runpytest_subprocess("--network", "memory", "-q", "-o", "asyncio_mode=auto",
+                                          "-o", "asyncio_default_fixture_loop_scope=function")
+    result.assert_outcomes(passed=1)
+
+
+def test_network_option_refuses_an_unknown_network(pytester):
+    pytester.makepyfile(test_nothing="def test_nothing():\n    pass\n")
+    result = pytester.runpytest_subprocess("--network", "nowhere")
+    assert result.ret != 0
+    assert "memory" in result.stderr.str() and "nowhere" in result.stderr.str()
