@@ -3,6 +3,7 @@ no socket, no event loop and no trace."""
 
 from __future__ import annotations
 
+from joynr_sim.clock import RuntimeClock, SimClock
 from joynr_sim.core.actions import Deliver, Drop, Queue, Received, Resolve, Send
 from joynr_sim.core.address import InProcessAddress, MqttAddress, WebSocketAddress, WebSocketClientAddress
 from joynr_sim.core.message import REQUEST, JoynrMessage, encode
@@ -85,3 +86,36 @@ def test_a_libjoynr_node_holds_for_its_cluster_controller_and_sends_when_it_is_b
 def test_a_graceful_stop_says_what_was_counted():
     node = ClusterControllerNode("cc1", ["gbid1"], clock)
     assert node.closing() == []
+
+
+def test_a_cluster_controller_whose_clock_runs_ahead_by_the_ttl_drops_a_request_as_expired():
+    """joynr's expiry dates are absolute: the sender stamps its now plus the TTL, and a
+    receiver whose clock is ahead by the TTL judges the request dead on arrival."""
+    run = SimClock(source=clock)
+    sender, cc_clock = RuntimeClock(run), RuntimeClock(run)
+    cc = ClusterControllerNode("cc1", ["gbid1"], cc_clock)
+    cc.add_next_hop("provider", RoutingEntry(InProcessAddress("skeleton"), False, FOREVER), "registration")
+    ttl = 60_000
+
+    def sent() -> JoynrMessage:
+        return JoynrMessage(REQUEST, "proxy", "provider", sender() + ttl, b"x")
+
+    assert kinds(cc.receive_frame(encode(sent()), "mqtt", "gbid1")) == ["Received", "Send", "Deliver"]
+    cc_clock.set_skew(ttl)  # exactly the TTL ahead: the expiry date is now, not yet past
+    assert kinds(cc.receive_frame(encode(sent()), "mqtt", "gbid1"))[-1] == "Deliver"
+    cc_clock.set_skew(ttl + 1)
+    late = sent()
+    received, drop = cc.receive_frame(encode(late), "mqtt", "gbid1")
+    assert isinstance(received, Received) and isinstance(drop, Drop) and drop.reason == "expired"
+    assert (drop.msg.id, drop.msg.expiry_date_ms, drop.now) == (late.id, NOW + ttl, NOW + ttl + 1)
+    cc_clock.set_skew(-ttl)  # a clock behind takes what is dead by the run's time
+    dead = JoynrMessage(REQUEST, "proxy", "provider", run() - 1, b"x")
+    assert kinds(cc.receive_frame(encode(dead), "mqtt", "gbid1"))[-1] == "Deliver"
+
+
+def test_what_expired_while_waiting_for_a_route_says_when_it_was_judged():
+    node = ClusterControllerNode("cc1", ["gbid1"], clock, resolves=False)
+    node.route(request(to="late"))
+    (drop,) = node.tick(NOW + 60_001)
+    assert isinstance(drop, Drop) and (drop.reason, drop.msg.expiry_date_ms, drop.now) == (
+        "expired", NOW + 60_000, NOW + 60_001)

@@ -15,7 +15,7 @@ from joynr_sim.runtime.base import FOREVER_MS
 from joynr_sim.scenario import ScenarioError, parse_scenario
 from joynr_sim.scenario.background import CallOutcome, problems
 from joynr_sim.scenario.model import thaw
-from joynr_sim.scenario.steps import _expiry_problems
+from joynr_sim.scenario.steps import ScenarioRunner, _expiry_problems
 
 HEAD = """\
 name: faults
@@ -89,6 +89,47 @@ def test_fault_steps_and_background_calls_load():
 ])
 def test_bad_fault_and_expectation_steps_are_refused(steps, field, words):
     refused(steps, field, words)
+
+
+def test_a_clock_skew_names_a_runtime_and_a_bounded_skew_either_way():
+    s = load("""\
+  - clock_skew: {runtime: cc1, ms: 60000}
+  - clock_skew: {runtime: app1, ms: -86400000}
+  - clock_skew: {runtime: cc1, ms: 0}
+""")
+    assert [(st.kind, thaw(st.args)) for st in s.steps[2:]] == [
+        ("clock_skew", {"runtime": "cc1", "ms": 60_000}), ("clock_skew", {"runtime": "app1", "ms": -86_400_000}),
+        ("clock_skew", {"runtime": "cc1", "ms": 0})]
+    assert [st.title for st in s.steps[2:]] == [
+        "clock skew cc1 +60000 ms", "clock skew app1 -86400000 ms", "clock skew cc1 +0 ms"]
+    assert not s.steps[2].checks  # a fault, not a check
+
+
+@pytest.mark.parametrize("steps, field, words", [
+    ("  - clock_skew: {runtime: nobody, ms: 5}\n", "steps[2].clock_skew.runtime", "unknown runtime 'nobody'"),
+    ("  - clock_skew: {runtime: gcd-gbid1, ms: 5}\n", "steps[2].clock_skew.runtime", "unknown runtime"),
+    ("  - clock_skew: {runtime: cc1, ms: 86400001}\n", "steps[2].clock_skew.ms", "at most 86400000"),
+    ("  - clock_skew: {runtime: cc1, ms: -86400001}\n", "steps[2].clock_skew.ms", "at least -86400000"),
+    ("  - clock_skew: {runtime: cc1, ms: 1.5}\n", "steps[2].clock_skew.ms", "expected an integer"),
+    ("  - clock_skew: {runtime: cc1, ms: '5'}\n", "steps[2].clock_skew.ms", "expected an integer"),
+    ("  - clock_skew: {runtime: cc1}\n", "steps[2].clock_skew", "missing required key 'ms'"),
+    ("  - clock_skew: {runtime: cc1, ms: 5, gbid: gbid1}\n", "steps[2].clock_skew.gbid", "unknown key"),
+    ("  - clock_skew: cc1\n", "steps[2].clock_skew", "expected a mapping"),
+])
+def test_a_bad_clock_skew_is_refused_in_one_line(steps, field, words):
+    refused(steps, field, words)
+
+
+async def test_a_clock_skew_step_asks_the_simulation_to_skew_the_runtime():
+    skewed: list[tuple[str, int]] = []
+
+    class Sim:
+        async def clock_skew(self, runtime_id: str, ms: int) -> None:
+            skewed.append((runtime_id, ms))
+
+    s = load("  - clock_skew: {runtime: app1, ms: -250}\n")
+    await ScenarioRunner(s, Sim()).run_step(s.steps[2])  # type: ignore[arg-type]
+    assert skewed == [("app1", -250)]
 
 
 def test_guards_name_known_policies_other_than_its_own():

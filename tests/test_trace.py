@@ -11,9 +11,12 @@ import jsonschema
 import pytest
 
 import trace_schema
+from joynr_sim.core.actions import Drop
 from joynr_sim.core.address import ADDRESS_TYPES, MqttAddress
+from joynr_sim.core.message import REQUEST, JoynrMessage
 from joynr_sim.core.policies import POLICY_NAMES, RUNTIME_KINDS, Origin
 from joynr_sim.core.routing import RoutingEntry, RoutingTable
+from joynr_sim.runtime.action_trace import trace_action
 from joynr_sim.scenario import load_scenario
 from joynr_sim.scenario.runner import run_scenario
 from joynr_sim.trace import SCHEMA_VERSION, TraceWriter, read_events, read_run
@@ -149,6 +152,19 @@ def test_a_field_or_value_the_catalogue_does_not_declare_is_caught(tmp_path):
     assert catalogue_problems(put) == ["rt.put $: 'seq' is a required property"]
 
 
+def test_an_expired_drop_says_the_expiry_date_and_the_time_it_was_judged_by(tmp_path):
+    writer = TraceWriter(tmp_path, "r", "cc1", "cluster-controller", clock=lambda: 5_000)
+    msg = JoynrMessage(REQUEST, "proxy", "provider", 4_000, b"x")
+    trace_action(writer, Drop(msg, "expired", now=4_001))  # the runtime's clock, ahead of the run's ts
+    trace_action(writer, Drop(msg, "hop-limit"))
+    writer.close()
+    expired, hops = read_events(tmp_path / "trace" / "cc1.ndjson")
+    assert (expired["reason"], expired["exp"], expired["now"], expired["ts"]) == ("expired", 4_000, 4_001, 5_000)
+    assert "now" not in hops
+    assert catalogue_problems(expired) == catalogue_problems(hops) == []
+    assert catalogue_problems({**expired, "now": "4001"}) != []
+
+
 # Together they write every event but four that no library scenario is sure to reach: a link
 # recovered from a durable terminus, a failed link-store write, a takeover storm, and a
 # resume (amqtt loses its sessions when it restarts, so there the link is established anew).
@@ -159,7 +175,7 @@ CATALOGUE_RUNS = (
 )
 NOT_SURE_TO_BE_REACHED = {
     "link.recover", "link.store", "link.takeover-storm", "link.resume",
-    "fault.partition", "fault.blackhole", "fault.delay", "fault.heal",  # no library scenario yet
+    "fault.partition", "fault.blackhole", "fault.delay", "fault.heal", "fault.clock_skew",  # no library scenario yet
 }
 
 

@@ -76,6 +76,9 @@ class Drop:
     # how many.
     sender: str | None = None
     count: int | None = None
+    # For expired: the time the router judged the expiry date by, as its runtime's clock
+    # read it; a runtime whose clock is off drops early or late, and this shows which.
+    now: int | None = None
 
 
 @dataclass(frozen=True)

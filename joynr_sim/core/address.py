@@ -169,10 +169,17 @@ def from_json(text: str | bytes) -> Address:
     return from_dict(data)
 
 
+def _in_process_key(skeleton: Any) -> str:
+    """Two in-process addresses are the same only when they wrap the same object. A skeleton
+    names itself (``address_key``, drawn from the run's seed, so a seeded run's trace is the
+    same every time); anything else by its id()."""
+    key = getattr(skeleton, "address_key", None)
+    return key if isinstance(key, str) else f"{id(skeleton):x}"
+
+
 # By exact type, as type_name looks them up: a trace line of every hop names its target.
 _DESCRIBE: dict[type, Callable[[Any], str]] = {
-    # Two in-process addresses are the same only when they wrap the same object.
-    InProcessAddress: lambda a: f"inprocess:{id(a.skeleton):x}",
+    InProcessAddress: lambda a: f"inprocess:{_in_process_key(a.skeleton)}",
     MqttAddress: lambda a: f"{a.broker_uri}/{a.topic}",
     WebSocketClientAddress: lambda a: a.id,
     WebSocketAddress: lambda a: f"{a.protocol.lower()}://{a.host}:{a.port}{a.path}",

@@ -61,7 +61,7 @@ class LibJoynrMessageRouter(MessageRouter):
         actions: list[Action] = []
         for msg in held:
             if msg.expiry_date_ms < now:
-                actions.append(Drop(msg, "expired"))
+                actions.append(Drop(msg, "expired", now=now))
             else:
                 actions.append(Send(msg, self.parent, resent=True))
         return actions
@@ -73,7 +73,7 @@ class LibJoynrMessageRouter(MessageRouter):
     def _expire_held(self, now_ms: int) -> list[Action]:
         expired = [m for m in self._held if m.expiry_date_ms < now_ms]
         self._held = [m for m in self._held if m.expiry_date_ms >= now_ms]
-        return [Drop(m, "expired") for m in expired]
+        return [Drop(m, "expired", now=now_ms) for m in expired]
 
     def _learn(self, msg: JoynrMessage, via: str, gbid: str | None, source: str | None) -> list[Action]:
         if msg.type in REQUEST_TYPES and msg.sender not in self.table:

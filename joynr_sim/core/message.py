@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import uuid
 from dataclasses import dataclass, field
 from functools import lru_cache
 
 import msgpack
 
 from .address import Address, AddressError, from_json, to_json
+from .ids import new_uuid
 from .limits import (
     DEFAULT_LIMITS,
     InvalidField,
@@ -66,7 +66,7 @@ class JoynrMessage:
     recipient: str  # joynr header "to"
     expiry_date_ms: int
     payload: bytes = b""
-    id: str = field(default_factory=lambda: str(uuid.uuid4()))
+    id: str = field(default_factory=new_uuid)  # the run's seeded generator, when it has one
     reply_to: Address | None = None
     effort: str = "NORMAL"
     custom_headers: tuple[tuple[str, str], ...] = ()

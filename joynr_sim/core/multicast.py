@@ -218,8 +218,9 @@ class MulticastRouting:
             fired = parse(msg.recipient, limits=self.limits)
         except MulticastError as exc:
             return [Drop(msg, "invalid-message", via=via, detail=str(exc), field="to")]
-        if msg.expiry_date_ms < self.clock():
-            return [Drop(msg, "expired")]
+        now = self.clock()
+        if msg.expiry_date_ms < now:
+            return [Drop(msg, "expired", now=now)]
         actions: list[Action] = []
         for receiver in sorted(self.directory.receivers(fired)):
             entry = self.table.lookup(receiver)

@@ -156,8 +156,9 @@ class MessageRouter:
         ``gbid`` picks the backend for a participant reachable in every backend (the GCD)."""
         if msg.type == MULTICAST:
             return self.multicast.route(msg, via, source)
-        if msg.expiry_date_ms < self.clock():
-            return [Drop(msg, "expired")]
+        now = self.clock()
+        if msg.expiry_date_ms < now:
+            return [Drop(msg, "expired", now=now)]
         entry = self.table.lookup(msg.recipient, gbid)
         if entry is None:
             return self._enqueue(msg, via)
@@ -208,7 +209,7 @@ class MessageRouter:
         """Time passed: waiting messages past their expiry are dropped, expired routing
         entries purged (the table's listeners see each purge)."""
         actions: list[Action] = []
-        actions.extend(Drop(msg, "expired") for msg in self.waiting.expire(now_ms))
+        actions.extend(Drop(msg, "expired", now=now_ms) for msg in self.waiting.expire(now_ms))
         actions.extend(self._expire_held(now_ms))
         actions.extend(self.shares.advance(now_ms))
         self.table.purge_expired(now_ms)

@@ -55,7 +55,7 @@ def _received(trace: TraceWriter, a: Received) -> None:
 
 def _drop(trace: TraceWriter, a: Drop) -> None:
     extra = {k: v for k, v in (("via", a.via), ("gbid", a.gbid), ("detail", a.detail), ("field", a.field),
-                               ("count", a.count)) if v is not None}
+                               ("count", a.count), ("now", a.now)) if v is not None}
     trace.emit("msg.drop", **message_fields(a.msg, a.sender), reason=a.reason, **extra)
 
 

@@ -8,12 +8,12 @@ GBID, each a broker session in the link registry) — and its local capabilities
 from __future__ import annotations
 
 import hmac
-import secrets
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ..core.address import Address, InProcessAddress, MqttAddress, WebSocketAddress
 from ..core.gcd import GCD_PARTICIPANT_ID, GCD_TOPIC
+from ..core.ids import new_hex
 from ..core.limits import check_int
 from ..core.links import LinkRegistry
 from ..core.node import ClusterControllerNode
@@ -180,7 +180,9 @@ class ClusterController(CcAddresses, JoynrRuntime):
         one unless ``token`` is given)."""
         if token is not None:
             self._ws_tokens[runtime_id] = token
-        return self._ws_tokens.setdefault(runtime_id, secrets.token_hex(16))
+        elif runtime_id not in self._ws_tokens:  # every draw moves a seeded run's generator on
+            self._ws_tokens[runtime_id] = new_hex(16)
+        return self._ws_tokens[runtime_id]
 
     def _authentic(self, client_id: str, token: object) -> bool:
         expected = self._ws_tokens.get(client_id)

@@ -9,13 +9,13 @@ the ports, and the directory each asks about participants (``ports.Directory``).
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Sequence
 from typing import Any
 
 from ..core.address import InProcessAddress
 from ..core.discovery import DEFAULT_EXPIRY_MS, DiscoveryEntry, DiscoveryScope, ProviderQos, Version
 from ..core.errors import DiscoveryException
+from ..core.ids import uuid_from
 from ..core.message import ONE_WAY, REQUEST, JoynrMessage
 from ..core.node import MessageRouter
 from ..core.routing import PutResult, RoutingEntry
@@ -45,7 +45,7 @@ class JoynrRuntime(Runtime):
         return self.dispatcher.subscriptions
 
     def new_participant_id(self) -> str:
-        return str(uuid.UUID(int=self.ids.getrandbits(128), version=4))
+        return uuid_from(self.ids)
 
     # -- providers and proxies -------------------------------------------------------
     async def register_provider(
@@ -133,7 +133,7 @@ class JoynrRuntime(Runtime):
     async def request(self, sender: str, recipient: str, method: str, params: list[Any],
                       ttl_ms: int = DEFAULT_TTL_MS, gbid: str | None = None) -> Any:
         """Send a request from a local participant and wait for its reply (or time out)."""
-        corr = str(uuid.uuid4())
+        corr = uuid_from(self.ids)  # reproducible from the run's seed, as participant ids are
         msg = self._outgoing(REQUEST, sender, recipient, method, params, ttl_ms, ((REQUEST_REPLY_ID, corr),))
         return await self.dispatcher.call(msg, method, corr, ttl_ms, gbid, self.route)
 

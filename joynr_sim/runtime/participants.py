@@ -21,6 +21,7 @@ from ..core.errors import (  # noqa: F401  (re-exported: what a call can raise)
     MethodInvocationException,
     ProviderRuntimeException,
 )
+from ..core.ids import new_hex
 
 REQUEST_REPLY_ID = "requestReplyId"
 
@@ -77,6 +78,9 @@ class ProviderSkeleton:
     implementation: Any
     # Per method: inspect.signature costs more than a whole echo call's routing decision.
     _signatures: dict[str, tuple[Any, inspect.Signature]] = field(default_factory=dict, repr=False, compare=False)
+    # What the trace calls its InProcess address: the same for this object only, and the
+    # same in every run of a seed (an object's id() is where the allocator put it).
+    address_key: str = field(default_factory=lambda: new_hex(8), repr=False, compare=False)
 
     async def invoke(self, method: str, params: list[Any]) -> Any:
         if method.startswith("_"):
@@ -104,6 +108,8 @@ class ProxySkeleton:
     participant_id: str
     interface_name: str
     provider_participant_id: str
+    # The trace's name of its InProcess address, as a provider skeleton's.
+    address_key: str = field(default_factory=lambda: new_hex(8), repr=False, compare=False)
 
 
 # -- the built-in interfaces scenarios use ------------------------------------------

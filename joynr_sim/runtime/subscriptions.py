@@ -18,12 +18,12 @@ Everything here is in-memory: a crash of the runtime loses it, as in joynr.
 from __future__ import annotations
 
 import asyncio
-import uuid
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from ..core.actions import Drop
 from ..core.errors import SubscriptionException
+from ..core.ids import uuid_from
 from ..core.message import (
     BROADCAST_SUBSCRIPTION_REQUEST,
     MULTICAST,
@@ -217,7 +217,7 @@ class Subscriptions:
         if kind not in SUB_KINDS:
             raise ValueError(f"kind: expected one of {', '.join(SUB_KINDS)}, got {kind!r}")
         qos.check()
-        sid = str(uuid.uuid4())
+        sid = uuid_from(self.runtime.ids)  # reproducible from the run's seed, as participant ids are
         mid = None
         if kind == "multicast":
             mid = multicast_id(provider, name, partitions, wildcards=True, limits=self.runtime.node.router.limits)

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import re
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -155,7 +154,10 @@ async def _unaccounted(calls: list[CallOutcome], run_dir: Path, grace_s: float
     nameless: list[tuple[CallOutcome, Verdict | None]] = [(o, None) for o in calls if o.message_id is None]
     waiting = [o for o in calls if o.message_id is not None]
     silent: list[tuple[CallOutcome, Verdict | None]] = []
-    deadline = time.monotonic() + grace_s
+    # The loop's clock, not the machine's: on a virtual-time loop the grace is virtual too
+    # (on asyncio's own loop the two are the same clock).
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + grace_s
 
     def still_silent() -> list[tuple[CallOutcome, Verdict | None]]:
         judge = Exchanges(read_run(run_dir))
@@ -166,7 +168,7 @@ async def _unaccounted(calls: list[CallOutcome], run_dir: Path, grace_s: float
         # Off the loop: the runtimes that write the late drops may run on it.
         silent = await asyncio.to_thread(still_silent)
         waiting = [o for o, _ in silent]
-        if not waiting or time.monotonic() >= deadline:
+        if not waiting or loop.time() >= deadline:
             break
         await asyncio.sleep(DROP_POLL_S)
     return sorted(nameless + silent, key=lambda ov: ov[0].index)

@@ -43,7 +43,7 @@ STEP_KINDS = (
     "register", "unregister", "proxy", "call", "one_way",
     "subscribe", "unsubscribe", "publish", "expect_publications",
     *RUNTIME_STEPS, *BROKER_STEPS,
-    "cut", *LINK_FAULT_STEPS, "heal", "advance", "wait",
+    "cut", *LINK_FAULT_STEPS, "heal", "clock_skew", "advance", "wait",
     "expect_route", "expect_gcd", "add_route", "expect_calls",
     "start_calls", "await_calls",
 )
@@ -144,6 +144,8 @@ class Step:
             where = f"{a['runtime']}-{a['gbid']}" if a.get("gbid") else f"{a['runtime']}-cc"
             extra = f" {a['ms']}±{a['jitter_ms']} ms" if k == "delay" else ""
             return f"{k} {where}{extra}"
+        if k == "clock_skew":
+            return f"clock skew {a['runtime']} {a['ms']:+d} ms"
         if k == "start_calls":
             return f"start {a['count']}x {a['proxy']}.{a['method']} as {a['name']}"
         if k == "await_calls":

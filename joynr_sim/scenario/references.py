@@ -221,6 +221,10 @@ class References:
             self.cc_gbid(args, at)
         elif kind in (*LINK_FAULT_STEPS, "heal"):
             self.link(args, at)
+        elif kind == "clock_skew":
+            # Any runtime of the file: each is a cluster controller or a libjoynr runtime, and
+            # both keep a clock of their own (the GCD instances are the backend's, not the file's).
+            self.runtime(args["runtime"], (*at, "runtime"))
         elif kind == "start_calls":
             self.proxy_method(args, at)
             if args["name"] in self.calls:

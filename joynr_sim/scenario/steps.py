@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -196,6 +195,9 @@ class ScenarioRunner(SubscriptionSteps):
         else:
             raise StepFailed(f"the link of {a['runtime']} to its cluster controller has no fault to heal")
 
+    async def _step_clock_skew(self, a: Mapping[str, Any]) -> None:
+        await self.sim.clock_skew(a["runtime"], a["ms"])
+
     async def _step_start_calls(self, a: Mapping[str, Any]) -> None:
         self.calls[a["name"]] = await background.start(self._proxy(a["proxy"]), a)
 
@@ -235,7 +237,8 @@ class ScenarioRunner(SubscriptionSteps):
     async def _step_wait(self, a: Mapping[str, Any]) -> None:
         (what, body), = a["until"].items()
         timeout_s = (a.get("timeout_ms") or DEFAULT_WAIT_MS) / 1000
-        deadline = time.monotonic() + timeout_s
+        loop = asyncio.get_running_loop()  # its clock: virtual on a virtual-time loop, as the polling is
+        deadline = loop.time() + timeout_s
         while True:
             if what == "route":
                 problem = await self._route_problem(body)
@@ -254,7 +257,7 @@ class ScenarioRunner(SubscriptionSteps):
                     f"{body['runtime']} is not connected to {body['gbid']}"
             if problem is None:
                 return
-            if time.monotonic() > deadline:
+            if loop.time() > deadline:
                 context = await self._context(self.participant(body["participant"])) if "participant" in body else ""
                 raise StepFailed(f"not within {timeout_s:g} s: {problem}", context)
             await asyncio.sleep(0.02)
