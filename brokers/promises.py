@@ -6,9 +6,10 @@ on it (``relied_on``); ``brokers.semantics`` measures each one on a running brok
 (``joynr-sim brokers check``). ``DECLARED`` is what a run records in its ``run.json``
 (``broker_properties``) without measuring: the outcome per property for each broker kind
 as ``brokers.broker_set`` starts it (amqtt: sessions in memory; Mosquitto: the config of
-``brokers.mosquitto_config``, persistence saved after every change) and unknown for an external
-broker. A test runs the suite against amqtt and Mosquitto and compares it with these
-declarations, so they cannot drift apart from what the brokers do.
+``brokers.mosquitto_config``, persistence saved after every change), for the memory
+network's broker (``memory``) and unknown for an external broker. Tests run the suite
+against amqtt, Mosquitto and the memory broker (served on a loopback port) and compare it
+with these declarations, so they cannot drift apart from what the brokers do.
 
 Pure: no sockets, files or clocks.
 """
@@ -157,14 +158,32 @@ DECLARED: dict[str, dict[str, Outcome]] = {
         "retained": Outcome(True, "RETAIN=1"),
         "persistence": Outcome(True, "session and message kept"),
     },
+    # The memory network's broker (joynr_sim.network.mqtt_broker), measured on a loopback
+    # port (joynr_sim.network.mqtt_listener) by the same suite and clients. It keeps
+    # Mosquitto's semantics, so every outcome is Mosquitto's, in Mosquitto's words; only
+    # the reason differs for persistence: nothing it holds is ever lost (there is no save
+    # to wait for), where Mosquitto keeps it by saving after every change.
+    "memory": {
+        "qos1-redelivery": Outcome(True, "DUP=1"),
+        "offline-queue": Outcome(True, "3 of 3, session present 1"),
+        "clean-session-discards": Outcome(True, "session present 0, nothing delivered"),
+        "takeover": Outcome(True, "old connection closed, new one receives"),
+        "acl-publish-denied": Outcome(True, "acknowledged, then disconnected"),
+        "acl-subscribe-denied": Outcome(True, "granted, nothing delivered"),
+        "inflight-window": Outcome(True, "window 20"),
+        "ordering": Outcome(True, "50 in order"),
+        "publisher-gone": Outcome(True, "500 of 500"),
+        "retained": Outcome(True, "RETAIN=1"),
+        "persistence": Outcome(True, "session and message kept"),
+    },
     "external": {p.id: Outcome(None, "unknown: the broker's own configuration") for p in PROPERTIES},
 }
 
 
 def declared(kind: str) -> dict[str, dict[str, Any]]:
     """What ``run.json`` records as ``broker_properties`` for a broker ``kind`` (``amqtt``,
-    ``mosquitto``, ``external``): per property id ``kept`` (true, false or null), ``how`` and
-    ``relied_on``. An unknown kind gets every property unknown."""
+    ``mosquitto``, ``memory``, ``external``): per property id ``kept`` (true, false or
+    null), ``how`` and ``relied_on``. An unknown kind gets every property unknown."""
     outcomes = DECLARED.get(kind, DECLARED["external"])
     return {p.id: {"kept": outcomes[p.id].kept, "how": outcomes[p.id].how, "relied_on": p.relied_on}
             for p in PROPERTIES}

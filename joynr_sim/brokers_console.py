@@ -1,5 +1,5 @@
-"""``joynr-sim brokers check [--broker amqtt|mosquitto|gbid=mqtt://...] [--json FILE]``: the
-MQTT semantics joynr relies on (``brokers.promises``), measured on real brokers
+"""``joynr-sim brokers check [--broker amqtt|mosquitto|memory|gbid=mqtt://...] [--json FILE]``:
+the MQTT semantics joynr relies on (``brokers.promises``), measured on real brokers
 (``brokers.semantics``), one line per property as it goes, then a table broker by property.
 
 Without ``--broker`` both amqtt and Mosquitto are checked (Mosquitto when its binary is
@@ -7,6 +7,11 @@ there; else it is named as not checked). Each is started as a run starts it
 (``brokers.BrokerSet``, in a temporary folder) and stopped at the end, however the command
 ends. An external broker is checked as it is, without restarting it: ``persistence`` and
 the two ``acl-*`` properties (its own grants apply, not joynr-sim's) are not tested.
+
+``--broker memory`` checks the memory network's broker (``joynr_sim.network.mqtt_broker``)
+with the same suite and the same paho clients: it is served on a loopback TCP port
+(``joynr_sim.network.mqtt_listener``), logins and grants as ``brokers.access`` says, and
+a restart is a crash of the broker and a start, its sessions kept (as Mosquitto's are).
 
 Exit status: 0 every property joynr relies on is kept by every broker checked (a property
 not tested does not count); 1 a broker does not keep one (named, with why); 2 a usage
@@ -17,13 +22,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
+import secrets
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.markup import escape
@@ -32,8 +40,12 @@ from rich.table import Table
 from brokers import BrokerError, BrokerSet, BrokerSpecError, MosquittoNotFound, mosquitto, parse_broker, redact
 from brokers.promises import DECLARED, PROPERTIES, Outcome
 
+if TYPE_CHECKING:
+    from brokers.semantics import Target
+
 SCHEMA = "joynr-sim-brokers-check/1"
 GBID = "check"  # the one GBID of the brokers this command starts
+MEMORY = "memory"  # the memory network's broker, served on a loopback port
 
 
 def add_parser(sub) -> None:
@@ -45,8 +57,8 @@ def add_parser(sub) -> None:
                            "one line per property as it goes, then a table broker by property.",
                            epilog=__doc__.split("\n\n", 1)[1].strip(),
                            formatter_class=argparse.RawDescriptionHelpFormatter)
-    c.add_argument("--broker", metavar="BROKER", help="amqtt, mosquitto, or gbid1=mqtt://[user:pw@]host:port,... "
-                   "(default: amqtt and mosquitto)")
+    c.add_argument("--broker", metavar="BROKER", help="amqtt, mosquitto, memory (the memory network's broker), or "
+                   "gbid1=mqtt://[user:pw@]host:port,... (default: amqtt and mosquitto)")
     c.add_argument("--json", type=Path, metavar="FILE", help="also write the results as JSON to FILE")
     c.set_defaults(func=cmd_check)
 
@@ -55,7 +67,7 @@ def add_parser(sub) -> None:
 class Checked:
     """One broker's results."""
 
-    name: str  # amqtt, mosquitto, or the GBID of an external broker
+    name: str  # amqtt, mosquitto, memory, or the GBID of an external broker
     kind: str
     url: str  # redacted
     outcomes: dict[str, Outcome] = field(default_factory=dict)
@@ -84,6 +96,8 @@ def cmd_check(args: argparse.Namespace, console: Console) -> int:
         except MosquittoNotFound as exc:
             not_checked["mosquitto"] = str(exc)
             console.print(f"mosquitto: not checked: {escape(str(exc))}", soft_wrap=True, highlight=False)
+    elif args.broker.strip() == MEMORY:  # not a broker choice of a BrokerSet: no process to start
+        choices = [MEMORY]
     else:
         try:
             parse_broker(args.broker)
@@ -122,6 +136,9 @@ def cmd_check(args: argparse.Namespace, console: Console) -> int:
 async def _check_all(choices: list[str], console: Console) -> list[Checked]:
     checked: list[Checked] = []
     for choice in choices:
+        if choice == MEMORY:
+            checked.append(await _check_memory(console))
+            continue
         with tempfile.TemporaryDirectory(prefix="joynr-sim-brokers-check-") as run_dir:
             checked.extend(await _check_one(choice, Path(run_dir), console))
     return checked
@@ -146,21 +163,59 @@ async def _check_one(choice: str, run_dir: Path, console: Console) -> list[Check
             host, port = brokers.endpoint(GBID)
             console.print(f"{spec.kind}: started on {host}:{port} in {time.monotonic() - started:.1f} s",
                           highlight=False)
+        from brokers.semantics import broker_set_target  # paho: only when a check runs
+
+        external = spec.kind == "external"
         results = []
         for gbid in gbids:
-            results.append(await _run_suite(brokers, gbid, spec.kind, console))
+            target = broker_set_target(brokers, gbid, asyncio.get_running_loop())
+            url = brokers.spec.external[gbid].url() if external else f"mqtt://{target.host}:{target.port}"
+            results.append(await _run_suite(target, gbid if external else spec.kind, spec.kind, url, console))
         return results
     finally:
         await brokers.stop()
 
 
-async def _run_suite(brokers: BrokerSet, gbid: str, kind: str, console: Console) -> Checked:
-    from brokers.semantics import broker_set_target, run_property  # paho: only when a check runs
+@contextlib.contextmanager
+def memory_target(gbid: str = GBID) -> Iterator[Target]:
+    """The memory network's broker of ``gbid`` on a loopback port, started, as the suite's
+    ``Target``: clients log in as ``MemoryBrokers.credentials`` says, the grants of
+    ``brokers.access`` apply, and ``restart`` crashes the broker and starts it again (what
+    it persisted kept). Blocking; everything is closed when the block ends."""
+    from brokers.semantics import Target
+    from joynr_sim.network.memory import MemoryBrokers
+    from joynr_sim.network.mqtt_listener import MqttListener
 
-    target = broker_set_target(brokers, gbid, asyncio.get_running_loop())
-    external = kind == "external"
-    name = gbid if external else kind
-    url = brokers.spec.external[gbid].url() if external else f"mqtt://{target.host}:{target.port}"
+    brokers = MemoryBrokers([gbid], secrets.token_hex(8))
+
+    async def crash_and_start() -> None:
+        await brokers.crash_broker(gbid)
+        await brokers.start_broker(gbid)
+
+    with MqttListener(brokers.broker(gbid)) as listener:
+        listener.run(brokers.start())
+        yield Target(listener.host, listener.port, login=lambda client_id: brokers.credentials(client_id, gbid),
+                     restart=lambda: listener.run(crash_and_start()))
+
+
+async def _check_memory(console: Console) -> Checked:
+    started = time.monotonic()
+    stack = contextlib.ExitStack()
+    try:
+        try:  # the listener's start and close block on its thread: off this loop
+            target = await asyncio.to_thread(stack.enter_context, memory_target())
+        except OSError as exc:
+            raise _Unreachable(f"memory: cannot listen on a loopback port: {exc.strerror or exc}") from None
+        console.print(f"{MEMORY}: started on {target.host}:{target.port} in {time.monotonic() - started:.1f} s",
+                      highlight=False)
+        return await _run_suite(target, MEMORY, MEMORY, f"mqtt://{target.host}:{target.port}", console)
+    finally:
+        await asyncio.to_thread(stack.close)
+
+
+async def _run_suite(target: Target, name: str, kind: str, url: str, console: Console) -> Checked:
+    from brokers.semantics import run_property  # paho: only when a check runs
+
     checked = Checked(name, kind, url)
     began = time.monotonic()
     for prop in PROPERTIES:

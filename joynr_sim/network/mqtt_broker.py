@@ -15,6 +15,14 @@ check`` measures on Mosquitto as the broker set runs it (``brokers.promises``, c
   the rest wait, none dropped; messages of one publisher keep their order;
 - a second CONNECT with a connected client id takes the session over and closes the old
   connection;
+- a SUBSCRIBE or UNSUBSCRIBE with a filter MQTT does not allow (``a/#/b``, ``a+``, empty)
+  closes its connection, as Mosquitto 2.0 does (no SUBACK 0x80); the filters before it in
+  the packet are subscribed, as Mosquitto adds them one by one;
+- a first packet other than CONNECT resets the connection: Mosquitto decides on its first
+  byte and closes the socket with the rest unread, which the peer sees as a reset;
+- a client whose subscriptions overlap gets one copy of a message, at the highest QoS
+  among them (MQTT 3.1.1 [MQTT-3.3.5-1]); Mosquitto 2.0 sends one copy at the QoS of the
+  subscription it matches first, the same whenever they are all QoS 1, as joynr's are;
 - a crash resets every connection and refuses new ones until the broker starts again; it
   keeps every session and queued message (persistence saved after every change), as
   Mosquitto with ``autosave 1``; a graceful stop closes the connections first;
@@ -151,7 +159,7 @@ class MemoryBroker:
         self.gone(conn)
         if channel is not None:
             if reset:
-                channel.reset()
+                channel.reset(by=conn)
             else:
                 channel.close_from_server()
 
@@ -172,7 +180,7 @@ class MemoryBroker:
             if kind == "connect":
                 self._connect(conn, *packet[1:])
             else:  # MQTT 3.1.1 section 3.1: the first packet must be CONNECT
-                self.drop(conn, reset=False)
+                self.drop(conn, reset=True)
             return
         if kind == "publish":
             _, pid, topic, payload, qos, _dup, retain = packet
@@ -183,6 +191,9 @@ class MemoryBroker:
             self._subscribe(conn, packet[1], packet[2])
         elif kind == "unsubscribe":
             for topic_filter in packet[2]:
+                if not _valid_filter(topic_filter):
+                    self.drop(conn, reset=False)
+                    return
                 conn.session.subscriptions.pop(topic_filter, None)
             conn.send(("unsuback", packet[1]))
         elif kind == "pingreq":
@@ -223,8 +234,8 @@ class MemoryBroker:
         codes = []
         for topic_filter, qos in filters:
             if not _valid_filter(topic_filter):
-                codes.append(SUBACK_FAILURE)
-                continue
+                self.drop(conn, reset=False)  # Mosquitto 2.0: a malformed packet, not a SUBACK 0x80
+                return
             # Outside the grants: granted, and the read check on delivery keeps it empty.
             session.subscriptions[topic_filter] = min(qos, 1)
             codes.append(min(qos, 1))
