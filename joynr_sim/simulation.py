@@ -4,23 +4,22 @@
         cc1 = await sim.cluster_controller("cc1", ["gbid1"])
         app = await sim.libjoynr("app1", cc1)
 
-Every runtime it starts writes its trace under ``<run_dir>/trace/``; the broker set traces
-as runtime ``brokers``. Every backend gets a GCD instance (runtime ``gcd-<gbid>``), all on
-one store. Closing heals every link, stops every runtime gracefully, then the brokers. A run
-directory it creates is readable by its owner only: it holds the brokers' password.
+Every runtime traces under ``<run_dir>/trace/``, the broker set as runtime ``brokers``. Every
+backend gets a GCD instance (runtime ``gcd-<gbid>``), all on one store. Closing heals every
+link, stops every runtime gracefully, then the brokers. The run directory is its owner's
+only: it holds the brokers' password.
 
-With ``faults=True`` (the default) every link goes through its own fault proxy on loopback
-(``joynr_sim.faults``): each MQTT connection of a cluster controller or GCD instance, and
-each libjoynr runtime's WebSocket to its cluster controller. ``sim.faults`` partitions,
-blackholes, delays and heals them; the faults trace as runtime ``faults``.
+With ``faults=True`` (the default) every link can be faulted (``joynr_sim.faults``): each
+MQTT connection of a cluster controller or GCD instance, and each libjoynr runtime's
+WebSocket; on real brokers through a fault proxy on loopback per link. ``sim.faults``
+partitions, blackholes, delays and heals them, traced as runtime ``faults``.
 
-With ``processes=True`` (the default) every cluster controller and every libjoynr runtime
-runs in a host process of its own (``joynr_sim.host``), driven over the control protocol:
-a crash is SIGKILL of that process and a restart a new process that knows only what was
-persisted. The objects handed out (``RemoteClusterController``, ``RemoteLibjoynr``) answer
-what the in-process runtimes do. ``processes=False`` keeps every runtime in this process,
-for tests that look inside a runtime or providers implemented in the test itself. The GCD
-instances run in this process either way: they are the backend, not a runtime under test.
+With ``processes=True`` (the default on real brokers) every cluster controller and libjoynr
+runtime runs in a host process of its own (``joynr_sim.host``): a crash is SIGKILL of that
+process, a restart a new process that knows only what was persisted; the handles given out
+(``RemoteClusterController``, ``RemoteLibjoynr``) answer what in-process runtimes do.
+``processes=False`` keeps every runtime in this process, as the memory network does. The
+GCD instances run in this process either way: they are the backend.
 
 A write to the run directory that fails (a trace, an outbox, a link store, a routing-table
 store: ``joynr_sim.write_failure``), here or in any host process, is the simulation's
@@ -42,9 +41,9 @@ from typing import Any
 from brokers import BrokerSet
 
 from .clock import RuntimeClock, SimClock
-from .core.ids import new_hex
 from .core.address import Address, WebSocketAddress
 from .core.gcd import GCD_TOPIC
+from .core.ids import new_hex
 from .core.links import LinkRegistry
 from .faults import TRACE_RUNTIME_ID, Faults, ProxiedBrokers
 from .host.join.joined_hosts import JOIN_TIMEOUT_S, JoinedHosts
@@ -52,9 +51,8 @@ from .host.process.groups import HostGroup
 from .host.process.pool import HostPool
 from .host.rpc.handles import RemoteRuntime
 from .host.rpc.kinds import RemoteClusterController, RemoteLibjoynr
-from .network import MEMORY, choose_network, virtual_clock
+from .network import MEMORY, choose_network, memory_processes, virtual_clock
 from .network.memory import MemoryBrokers, MemoryNetwork
-from .network.virtual_loop import on_virtual_time
 from .runtime.base import Runtime
 from .runtime.cluster_controller import ClusterController
 from .runtime.gcd_service import GcdService, gcd_runtime_id
@@ -100,19 +98,12 @@ class Simulation:
         (``brokers.mosquitto``); None, the default: 1, every change, so a broker's SIGKILL
         loses nothing it acknowledged. Only with ``broker="mosquitto"``.
 
-        network: ``memory``, ``amqtt`` or ``mosquitto``; None, the default: the real brokers
-        ``broker`` names. On ``memory`` the brokers, WebSockets and links are in this process
-        (``joynr_sim.network``), every runtime too, and the simulation must run on a
-        virtual-time loop (``joynr_sim.network.virtual_loop``)."""
+        network: ``memory`` (in-memory brokers, WebSockets and links, every runtime in this
+        process, on a virtual-time loop: ``joynr_sim.network``), ``amqtt`` or ``mosquitto``;
+        None, the default: the real brokers ``broker`` names."""
         network, broker = choose_network(network, broker)
         if network == MEMORY:
-            if not on_virtual_time():
-                raise ValueError("network: a simulation on the memory network runs on a virtual-time loop "
-                                 "(joynr_sim.network.virtual_loop.run)")
-            if hosts is not None or join is not None:
-                raise ValueError("network: on the memory network every runtime runs in this process "
-                                 "(no hosts, no join)")
-            processes = False
+            processes = memory_processes(hosts, join)
         self.network_name = network or broker
         self.run_dir = Path(run_dir)
         self.gcd_last_seen_timeout_ms = gcd_last_seen_timeout_ms
@@ -190,12 +181,8 @@ class Simulation:
             self.gcds[gbid] = gcd
             await gcd.start()
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                        tb: TracebackType | None) -> None:
         await self.close()
 
     @property
@@ -230,18 +217,16 @@ class Simulation:
         return common
 
     async def clock_skew(self, runtime_id: str, ms: int) -> None:
-        """From now on ``runtime_id`` (a cluster controller or libjoynr runtime) reads the
-        run's time ``ms`` off: it stamps expiry dates and judges them by its own clock, as a
-        joynr runtime on a machine whose clock is wrong. Traced as ``fault.clock_skew``."""
+        """From now on ``runtime_id`` (a cluster controller or libjoynr runtime) reads the run's
+        time ``ms`` off, stamping and judging expiry dates by it; traced as fault.clock_skew."""
         runtime = self.runtimes.get(runtime_id) if isinstance(runtime_id, str) else None
         if runtime is None or runtime.kind == "gcd":
             known = sorted(r for r, rt in self.runtimes.items() if rt.kind != "gcd")
             raise ValueError(f"runtime: no cluster controller or libjoynr runtime {runtime_id!r}; known: {known}")
         if isinstance(runtime, RemoteRuntime):
             await runtime.clock_skew(ms)
-        else:
-            assert isinstance(runtime.clock, RuntimeClock)
-            runtime.clock.set_skew(ms)
+        else:  # its own RuntimeClock (``_common``)
+            runtime.clock.set_skew(ms)  # type: ignore[union-attr]
         self.faults.trace(runtime_id, "clock_skew", None, target_kind=runtime.kind, ms=ms)
 
     def _advance_hosts(self, now_ms: int) -> None:
@@ -270,17 +255,16 @@ class Simulation:
             raise ValueError(f"runtime_id: {runtime_id!r} exists already in this simulation")
 
     async def _mqtt_links(self, runtime_id: str, kind: str, gbids: list[str]) -> Any:
-        """The broker directory a runtime connects through: its own proxy per GBID, or,
-        without faults, the broker set itself."""
+        """The broker directory a runtime connects through: its own proxy per GBID, else the broker set."""
         self._check_new(runtime_id)
         for gbid in gbids:
             if gbid not in self.gbids:
                 raise ValueError(f"gbids: {gbid!r} is not one of this simulation's GBIDs {self.gbids}")
         if len(set(gbids)) != len(gbids):
             raise ValueError(f"gbids: repeated GBID in {gbids!r}")
+        if self.faults.enabled and self.network is not None:  # the memory network's links: no proxies
+            await self.faults.mqtt_links(runtime_id, kind, gbids, self.brokers.endpoint)
         if not self.faults.enabled or self.network is not None:
-            if self.faults.enabled:  # the memory network's own links: faulted, never proxied
-                await self.faults.mqtt_links(runtime_id, kind, gbids, self.brokers.endpoint)
             return self.brokers
         proxies = await self.faults.mqtt_links(runtime_id, kind, gbids, self.brokers.endpoint)
         return ProxiedBrokers(self.brokers, proxies)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 
 from ..clock import SimClock
+from .virtual_loop import on_virtual_time
 
 MEMORY = "memory"
 NETWORKS = (MEMORY, "amqtt", "mosquitto")
@@ -39,6 +40,17 @@ def choose_network(network: str | None, broker: str) -> tuple[str | None, str]:
         raise ValueError(f"network: the memory network has its own brokers; broker {broker!r} "
                          "needs a real network (--network amqtt|mosquitto or an external broker)")
     return MEMORY, DEFAULT_BROKER
+
+
+def memory_processes(hosts: object, join: object) -> bool:
+    """``processes`` of a simulation on the memory network: every runtime in this process,
+    on the virtual-time loop the simulation must run on."""
+    if not on_virtual_time():
+        raise ValueError("network: a simulation on the memory network runs on a virtual-time loop "
+                         "(joynr_sim.network.virtual_loop.run)")
+    if hosts is not None or join is not None:
+        raise ValueError("network: on the memory network every runtime runs in this process (no hosts, no join)")
+    return False
 
 
 def virtual_clock() -> SimClock:

@@ -50,6 +50,7 @@ class End(Protocol):
 
 
 _CLOSE = object()  # a queued graceful close: the peer learns it after what was sent before
+_RESET = object()  # a reset behind a blackhole: the peer learns it when the link heals
 
 
 class _Direction:
@@ -71,7 +72,7 @@ class _Direction:
             self.queue.append((due, packet))
         else:  # each packet on its own: a later one may go first
             self._insert(due, packet)
-        if link.fault == DUPLICATE and packet is not _CLOSE and link.rng.random() < link.duplicate_chance:
+        if link.fault == DUPLICATE and packet not in (_CLOSE, _RESET) and link.rng.random() < link.duplicate_chance:
             self._insert(max(due, self.last_due) + link.latency_s(), packet)
         self.schedule()
 
@@ -92,8 +93,8 @@ class _Direction:
         while self.queue and self.queue[0][0] <= now and not self.channel.dead:
             _, packet = self.queue.popleft()
             end = self._to()
-            if packet is _CLOSE:
-                self.channel._gone(end, reset=False)
+            if packet is _CLOSE or packet is _RESET:
+                self.channel._gone(end, reset=packet is _RESET)
                 return
             if end is not None:
                 end.received(packet)
@@ -148,15 +149,25 @@ class Channel:
             self.server = None
             self.down.put(_CLOSE)
 
-    def reset(self) -> None:
-        """Both ends learn at once that the connection died; what was in flight is lost."""
+    def reset(self, by: End | None = None) -> None:
+        """The connection dies, and what was in flight with it. ``by``: the end that aborted
+        it, which hears nothing; its peer learns it at once, or, behind a blackhole, when the
+        link heals (after what the blackhole held: the proxy passes a close on at the heal).
+        None: the network reset it, and both ends learn it at once."""
         if self.dead:
             return
-        ends = (self.client, self.server)
+        if by is not None and self.link.fault == BLACKHOLE:
+            if by is self.client:
+                self.client = None
+                self.up.put(_RESET)
+            elif by is self.server:
+                self.server = None
+                self.down.put(_RESET)
+            return
+        ends = [end for end in (self.client, self.server) if end is not None and end is not by]
         self._end()
         for end in ends:
-            if end is not None:
-                end.closed(True)
+            end.closed(True)
 
     def _gone(self, end: End | None, reset: bool) -> None:
         self._end()
@@ -182,8 +193,9 @@ class MemoryLink:
         self.duplicate_chance = 0.0
         self.channels: set[Channel] = set()
         self.numbers = itertools.count()
-        # Connections that wait for a blackhole to heal before they reach the other side.
-        self.waiting: list[Callable[[], None]] = []
+        # Connections that wait for a blackhole to heal before they reach the other side:
+        # (open, what a reset of the waiting connection tells its client).
+        self.waiting: list[tuple[Callable[[], None], Callable[[], None] | None]] = []
 
     def latency_s(self) -> float:
         low, high = BASE_LATENCY_S
@@ -193,23 +205,28 @@ class MemoryLink:
             latency += fixed + (self.rng.uniform(0, jitter) if jitter else 0.0)
         return latency
 
-    def connect(self, open_: Callable[[], None]) -> None:
+    def connect(self, open_: Callable[[], None], reset: Callable[[], None] | None = None) -> None:
         """Open a connection over this link: ``open_`` runs after one latency, or once a
-        blackhole heals; a partitioned link refuses at once."""
+        blackhole heals; a partitioned link refuses at once. ``reset``: what tells the
+        client that a partition reset its connection while it hung in a blackhole."""
         if self.fault == PARTITION:
             raise ConnectionRefusedError(f"link {self.name}: partitioned")
         if self.fault == BLACKHOLE:
-            self.waiting.append(open_)
+            self.waiting.append((open_, reset))
             return
         asyncio.get_running_loop().call_later(self.latency_s(), open_)
 
     # -- the fault proxy's methods -------------------------------------------------------
     async def partition(self) -> int:
         channels = self._ordered()
+        waiting, self.waiting = self.waiting, []
         self._set(PARTITION)
         for channel in channels:
             channel.reset()
-        return len(channels)
+        for _, reset in waiting:  # a connection hanging in a blackhole is reset too
+            if reset is not None:
+                reset()
+        return len(channels) + len(waiting)
 
     async def blackhole(self) -> int:
         self._set(BLACKHOLE)
@@ -241,7 +258,7 @@ class MemoryLink:
             channel.down.release()
         waiting, self.waiting = self.waiting, []
         loop = asyncio.get_running_loop()
-        for open_ in waiting:
+        for open_, _ in waiting:
             loop.call_soon(open_)
         return len(self.channels)
 

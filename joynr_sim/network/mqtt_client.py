@@ -29,6 +29,9 @@ from .links import Channel, MemoryLink
 from .mqtt_broker import SUBACK_FAILURE, MemoryBroker
 
 INFLIGHT = 100  # paho's max_inflight_messages as MqttConnection sets it
+# MQTT 3.1.1 section 3.2.2.3, as paho words them in MqttConnection's errors.
+CONNACK_REASONS = {1: "Unsupported protocol version", 2: "Client identifier not valid", 3: "Server unavailable",
+                   4: "Bad user name or password", 5: "Not authorized"}
 
 
 class MemoryMqttConnection:
@@ -71,17 +74,19 @@ class MemoryMqttConnection:
         self._sent: set[int] = set()  # sent on this connection, not acknowledged yet
         self._subscription_id = 0
         self._session_present = False
-        self._quiet_since = 0.0
-        self._ping_outstanding = False
+        self._quiet_since = 0.0  # when the last packet went out
+        self._heard_at = 0.0  # when the last packet came in
+        self._ping_sent_at: float | None = None  # a PINGREQ without its PINGRESP yet
         self._keepalive: asyncio.TimerHandle | None = None
 
     # -- the channel's end -------------------------------------------------------------
     def received(self, packet: tuple) -> None:
+        self._heard_at = asyncio.get_running_loop().time()
         kind = packet[0]
         if kind == "connack":
             _, code, present = packet
             if code != 0:
-                self._connect_failed(f"the broker refused the CONNECT: code {code}")
+                self._connect_failed(f"the broker refused the CONNECT: {CONNACK_REASONS.get(code, code)}")
                 return
             self._session_present = present
             self._subscription_id = self._mid()
@@ -109,7 +114,7 @@ class MemoryMqttConnection:
                 self._on_published(self, mid)
                 self._pump()
         elif kind == "pingresp":
-            self._ping_outstanding = False
+            self._ping_sent_at = None
 
     def closed(self, reset: bool) -> None:
         self._lost()
@@ -117,6 +122,7 @@ class MemoryMqttConnection:
     def opened(self, channel: Channel) -> None:
         self._channel = channel
         self._closed.clear()
+        self._heard_at = asyncio.get_running_loop().time()
         user, password = self._credentials or (None, None)
         self._send(("connect", self.client_id, user, password, False, KEEPALIVE_S))
         self._arm_keepalive()
@@ -148,27 +154,37 @@ class MemoryMqttConnection:
                 self._send(("publish", mid, topic, payload, QOS, dup, False))
 
     def _arm_keepalive(self) -> None:
+        """paho's keep-alive: a PINGREQ once a period passed without a packet out or in, and
+        the connection given up when its PINGRESP has not come a period later."""
         if self._keepalive is not None:
             self._keepalive.cancel()
-        self._keepalive = asyncio.get_running_loop().call_later(KEEPALIVE_S, self._keepalive_due)
+        if self._ping_sent_at is not None:
+            due = self._ping_sent_at + KEEPALIVE_S
+        else:
+            due = min(self._quiet_since, self._heard_at) + KEEPALIVE_S
+        self._keepalive = asyncio.get_running_loop().call_at(due, self._keepalive_due)
 
     def _keepalive_due(self) -> None:
         self._keepalive = None
         if self._channel is None:
             return
-        if self._ping_outstanding:  # paho gives the connection up
-            channel, self._channel = self._channel, None
-            channel.reset()
-            self._lost()
-            return
-        if asyncio.get_running_loop().time() - self._quiet_since >= KEEPALIVE_S * 0.999:
-            self._ping_outstanding = True
+        now = asyncio.get_running_loop().time()
+        # The same sums as the timer's due time: a difference rounded below the period would
+        # set the timer again for this very instant, for ever.
+        if self._ping_sent_at is not None:
+            if now >= self._ping_sent_at + KEEPALIVE_S:  # no answer: paho gives the connection up
+                channel, self._channel = self._channel, None
+                channel.reset(by=self)
+                self._lost()
+                return
+        elif now >= min(self._quiet_since, self._heard_at) + KEEPALIVE_S:
             self._send(("pingreq",))
+            self._ping_sent_at = now
         self._arm_keepalive()
 
     def _lost(self) -> None:
         self._channel = None
-        self._ping_outstanding = False
+        self._ping_sent_at = None
         if self._keepalive is not None:
             self._keepalive.cancel()
             self._keepalive = None
@@ -189,7 +205,9 @@ class MemoryMqttConnection:
         while self._running:
             self._closed.clear()
             try:
-                self.link.connect(self._open)
+                # A reset of a connect that hung is a lost socket, not a refusal (as for paho
+                # through a fault proxy): the next attempt says what the link does now.
+                self.link.connect(self._open, self._closed.set)
             except ConnectionRefusedError:
                 self._connect_failed("Connection refused")
                 self._closed.set()
@@ -266,15 +284,16 @@ class MemoryMqttConnection:
 
     def drop(self) -> None:
         """Lose the connection; reconnect on its own."""
-        channel = self._channel
+        channel, self._channel = self._channel, None
         if channel is not None:
-            channel.reset()
+            channel.reset(by=self)
+            self._lost()
 
     async def crash(self) -> None:
         """The connection dies without DISCONNECT; nothing reconnects."""
         self._halt()
         channel, self._channel = self._channel, None
         if channel is not None:
-            channel.reset()
+            channel.reset(by=self)
         self.connected.clear()
         self._lost()

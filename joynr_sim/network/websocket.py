@@ -19,6 +19,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
+from ..core.address import AddressError
 from ..transport import websocket
 from ..transport.websocket import guarded
 from ..transport.ws_client import hello_frame
@@ -108,10 +109,16 @@ class MemoryWebSocketServer:
     def frame(self, conn: _ServerConnection, data: bytes | str) -> None:
         if not conn.judged:
             conn.judged = True
+            if len(data) > websocket.MAX_HANDSHAKE_BYTES:  # refused from the frame's header, as websockets does
+                limit = websocket.MAX_HANDSHAKE_BYTES
+                detail = AddressError("frame", f"handshake of {len(data)} bytes, at most {limit}")
+                guarded(self.on_bad_handshake, "decode-error", str(detail))
+                conn.close(TOO_BIG, refusal("decode-error"))
+                return
             judged = verdict(data, self._authenticate)
             if isinstance(judged, tuple):
                 guarded(self.on_bad_handshake, *judged)
-                conn.close(websocket.REFUSED if judged[0] != "too-big" else TOO_BIG, refusal(judged[0]))
+                conn.close(websocket.REFUSED, refusal(judged[0]))
                 return
             conn.client_id = judged
             previous = self.clients.get(judged)
@@ -167,7 +174,7 @@ class MemoryWebSocketServer:
             channel = conn.channel
             self.gone(conn)
             if channel is not None:
-                channel.reset()
+                channel.reset(by=conn)
 
 
 class MemoryWebSocketClient:
@@ -237,7 +244,11 @@ class MemoryWebSocketClient:
             conn.channel = channel
             opened.set_result(channel)
 
-        link.connect(open_)  # a partitioned link refuses at once: ConnectionRefusedError
+        def reset() -> None:
+            if not opened.done():
+                opened.set_exception(ConnectionResetError(f"WebSocket connection to {self.url} reset"))
+
+        link.connect(open_, reset)  # a partitioned link refuses at once: ConnectionRefusedError
         try:
             channel = await asyncio.wait_for(opened, websocket.OPEN_TIMEOUT_S)
         except TimeoutError:
@@ -286,4 +297,4 @@ class MemoryWebSocketClient:
         channel, self._channel = self._channel, None
         self._refused = []
         if channel is not None:
-            channel.reset()
+            channel.reset(by=self)

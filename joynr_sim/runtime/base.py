@@ -99,7 +99,9 @@ class Runtime:
         # Only a cluster controller subscribes multicast topics on a backend (its MQTT port).
         self.multicast_topic: Callable[[str, str, bool], None] = _no_topics(f"{runtime_id}: a {self.kind} runtime")
         self.running = False
-        self._tasks: set[asyncio.Task] = set()
+        # Its tasks in the order they were spawned (a dict, not a set of objects hashed by
+        # address): a halt cancels them in that order, the same in every run of a seed.
+        self._tasks: dict[asyncio.Task, None] = {}
         self._life = 0  # one more at every halt: what was scheduled before it does not run
         # What carry_out does per action type: the trace event it writes (action_trace), then
         # its effect.
@@ -201,8 +203,8 @@ class Runtime:
     def spawn(self, coro) -> asyncio.Task:
         """Run a coroutine for as long as this runtime runs (a crash cancels it)."""
         task = asyncio.get_running_loop().create_task(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        self._tasks[task] = None
+        task.add_done_callback(lambda done: self._tasks.pop(done, None))
         return task
 
     def soon(self, callback: Callable[..., None], *args: Any) -> None:

@@ -31,8 +31,8 @@ from ..store.group_commit import after_commit
 from ..store.outbox import Outbox
 from ..trace import TraceWriter
 from ..transport.mqtt import MqttConnection
-from ..transport.network import REAL
 from ..transport.mqtt_topics import check_publish_topic, multicast_topic, unicast_topic
+from ..transport.network import REAL
 from ..transport.paho_client import Delivery
 from .action_trace import trace_action
 from .ports import Carrier, Network, Port

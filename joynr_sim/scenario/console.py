@@ -27,6 +27,7 @@ from rich.table import Table
 from brokers import BrokerSpecError, parse_broker, redact
 
 from ..core.policies import POLICIES
+from ..network import DEFAULT_BROKER, choose_network
 from ..write_failure import WriteFailure
 from .loader import ScenarioError, load_scenarios
 from .matrix import (
@@ -41,7 +42,6 @@ from .matrix import (
 )
 from .model import Scenario
 from .rundir import RunDirError, check_run_dir
-from ..network import DEFAULT_BROKER, choose_network
 from .runner import RunResult, StepOutcome, run_scenario
 
 EXIT_PASSED, EXIT_STEP_FAILED, EXIT_BAD_INPUT, EXIT_SETUP = 0, 1, 2, 3

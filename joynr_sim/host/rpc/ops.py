@@ -344,9 +344,10 @@ class Heal(RuntimeOp, tag="heal"):
 
 
 OPS = registry(
-    Hello, Exit, Advance, Profile, WriteFailure, Create, Start, ClockSkew, Stop, Close, RegisterProvider, UnregisterProvider,
-    InvokeProvider, CreateProxy, DiscoverProxy, Request, OneWay, Load, Subscribe, Unsubscribe, AwaitPublications,
-    Publications, LookupRoute, AddNextHop, RemoveNextHop, Routes, Queued, Connected, Admit, Cut, Heal,
+    Hello, Exit, Advance, Profile, WriteFailure, Create, Start, ClockSkew, Stop, Close, RegisterProvider,
+    UnregisterProvider, InvokeProvider, CreateProxy, DiscoverProxy, Request, OneWay, Load, Subscribe, Unsubscribe,
+    AwaitPublications, Publications, LookupRoute, AddNextHop, RemoveNextHop, Routes, Queued, Connected, Admit, Cut,
+    Heal,
 )
 QUERY_OPS = frozenset(name for name, op in OPS.items() if op.query)
 # Methods of joynr_sim.runtime.handle asked as an op of another name, and those the host
