@@ -2,7 +2,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTHON ?= python3
 
-.PHONY: setup lint test test-fast demo bench bench-quick fuzz clean
+.PHONY: setup lint test test-fast test-networks demo bench bench-quick fuzz clean
 
 CHROMIUM := /usr/bin/chromium
 
@@ -25,9 +25,14 @@ lint: setup
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/ruff check .
 
-# Everything: the lint, then every tier of tests.
+# Everything: the lint, then every tier of tests; the scenario library runs whole on the
+# memory network and as a sample on the real brokers.
 test: lint
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -m "not networks"
+
+# The whole scenario library on the real brokers too: one contract on three networks.
+test-networks: setup
+	$(PY) -m pytest -q -m networks
 
 # The tests that start no broker, runtime, Spark or PostgreSQL: a minute, not ten.
 test-fast: setup

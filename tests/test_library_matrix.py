@@ -1,6 +1,6 @@
 """The library under every policy: each scenario holds under its own policy and fails under
-each policy it guards against. Runs go ``JOBS`` at a time on embedded amqtt brokers (each run
-has its own brokers, ports and run directory, so they do not share anything).
+each policy it guards against. Runs go on the memory network, in virtual time, one after the
+other (test_memory_library compares the library on the real brokers with it).
 
 That this can fail is shown without brokers in test_scenario_matrix.py (a cell that holds
 under a guarded policy is not ok). By hand: take the conflicting offers out of
@@ -10,20 +10,14 @@ status is 1."""
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
-
-import pytest
 
 from joynr_sim.core.policies import POLICIES
 from joynr_sim.scenario import load_scenario, load_scenarios
 from joynr_sim.scenario.matrix import cell_of
 from joynr_sim.scenario.runner import run_scenario
 
-pytestmark = pytest.mark.e2e  # every library scenario runs on real brokers
-
 LIBRARY = Path(__file__).resolve().parent.parent / "scenarios"
-JOBS = 4  # runs at a time: each is mostly waiting on sockets
 # The seeds whose rules a scenario must be able to break, and how many of theirs may be smoke.
 ROUTING_SEEDS = ("000_65e83c7f1cb84fd7.txt", "002_ed27daa13e583359.txt", "003_6b6ea9fcba272a2c.txt")
 MAX_ROUTING_SMOKE = 2
@@ -43,13 +37,7 @@ def test_every_scenario_guards_or_says_why_not():
 
 async def test_library_holds_under_its_policy_and_fails_under_its_guards(tmp_path):
     scenarios = load_scenarios(LIBRARY)
-    gate = asyncio.Semaphore(JOBS)
-
-    async def one(scenario, policy):
-        async with gate:
-            return scenario, await run_scenario(scenario, tmp_path / policy, policy=policy)
-
-    runs = await asyncio.gather(*(one(s, p) for s in scenarios for p in POLICIES))
+    runs = [(s, await run_scenario(s, tmp_path / p, policy=p, network="memory")) for s in scenarios for p in POLICIES]
     wrong = [c for c in (cell_of(s, r) for s, r in runs) if not c.ok]
     assert not wrong, "\n".join(
         f"{c.scenario} under {c.policy}: must {c.expected}, {c.outcome}: {c.text()}" for c in wrong)
@@ -64,5 +52,6 @@ async def test_a_scenario_without_its_conflict_holds_under_the_guarded_policy(tm
     path = tmp_path / "routing-entry-expires.yaml"
     path.write_text(text[:start] + text[end:])
     scenario = load_scenario(path)
-    cell = cell_of(scenario, await run_scenario(scenario, tmp_path / "lww", policy="last-writer-wins"))
+    cell = cell_of(scenario, await run_scenario(scenario, tmp_path / "lww", policy="last-writer-wins",
+                                                network="memory"))
     assert (cell.expected, cell.outcome, cell.ok) == ("fail", "held", False)

@@ -1,5 +1,6 @@
 """The scenario library: every file in scenarios/ reproduces a scenario of the seeds and
-passes under its own policy on both brokers. The stale-global-entry restart scenarios fail
+passes under its own policy on the memory network, and a fixed sample of it on both real
+brokers (the whole library on all three networks: ``make test-networks``). The stale-global-entry restart scenarios fail
 under last-writer-wins where the precedence rules prevent the loop, and the WebSocket /
 WebSocketClient pair shows where the precedence and local/remote rules part ways."""
 
@@ -14,7 +15,7 @@ from joynr_sim.scenario import load_scenario
 from joynr_sim.scenario.runner import RunResult, run_scenario
 from joynr_sim.trace import read_run
 
-pytestmark = pytest.mark.e2e  # scenarios run on real brokers
+e2e = pytest.mark.e2e  # on real brokers; the rest runs on the memory network
 
 LIBRARY = Path(__file__).resolve().parent.parent / "scenarios"
 SEEDS = (
@@ -22,8 +23,12 @@ SEEDS = (
     "003_6b6ea9fcba272a2c.txt", "004_b96328aa0d55de66.txt",
 )
 BROKERS = ("amqtt", "mosquitto")
+NETWORKS = ("memory", *BROKERS)
 
 FILES = sorted(p.name for p in LIBRARY.glob("*.yaml"))
+# The library on each real broker: a fixed sample, different for each (test_memory_library
+# compares another sample on all three networks).
+REAL_SAMPLE = [(f, "amqtt") for f in FILES[1::7]] + [(f, "mosquitto") for f in FILES[4::7]]
 
 # Where last-writer-wins breaks the stale-global-entry scenarios: the cluster controller
 # takes the GCD's route to its own topic, so "expect route ... absent" fails there.
@@ -72,10 +77,19 @@ def test_library_covers_the_seeds_and_lists_cleanly(capsys):
     assert "inprocess-provider" in out and "local-remote" in out
 
 
-@pytest.mark.parametrize("broker", BROKERS)
-@pytest.mark.parametrize("file", FILES)
-async def test_scenario_passes(file, broker, tmp_path):
-    result, events = await run(file, tmp_path, broker=broker)
+def full_library(network: str) -> list:
+    """Every file on memory; on a real broker its sample, and the rest under the
+    ``networks`` mark (``make test-networks``)."""
+    if network == "memory":
+        return [pytest.param(f, network, id=f"{f}-memory") for f in FILES]
+    sample = {f for f, b in REAL_SAMPLE if b == network}
+    return [pytest.param(f, network, id=f"{f}-{network}",
+                         marks=[e2e] if f in sample else [e2e, pytest.mark.networks]) for f in FILES]
+
+
+@pytest.mark.parametrize("file, network", [p for n in NETWORKS for p in full_library(n)])
+async def test_scenario_passes(file, network, tmp_path):
+    result, events = await run(file, tmp_path, network=network)
     assert result.outcome == "passed", explain(result)
     assert all(s.outcome == "ok" for s in result.steps)
     # Under its own rules no library scenario sends a message in a circle.
@@ -86,7 +100,7 @@ async def test_scenario_passes(file, broker, tmp_path):
 @pytest.mark.parametrize("file", sorted(LWW_FAILS_AT))
 async def test_stale_global_entry_loops_under_last_writer_wins(file, tmp_path):
     index, title = LWW_FAILS_AT[file]
-    result, events = await run(file, tmp_path, broker="mosquitto", policy="last-writer-wins")
+    result, events = await run(file, tmp_path, network="memory", policy="last-writer-wins")
     failed = result.failed_step
     assert result.outcome == "failed" and failed is not None, explain(result)
     assert (failed.index, failed.title) == (index, title), explain(result)
@@ -102,7 +116,7 @@ async def test_stale_global_entry_loops_under_last_writer_wins(file, tmp_path):
 
 @pytest.mark.parametrize("file", sorted(LWW_FAILS_AT))
 async def test_stale_global_entry_is_refused_under_precedence(file, tmp_path):
-    result, events = await run(file, tmp_path, broker="mosquitto", policy="precedence")
+    result, events = await run(file, tmp_path, network="memory", policy="precedence")
     assert result.outcome == "passed", explain(result)
     refused = [e for e in events if e["ev"] == "rt.put" and e["rt"] == "cc1"
                and e["outcome"] == "refused" and e["reason"] == "own-address"]
@@ -117,7 +131,7 @@ async def test_stale_global_entry_is_refused_under_precedence(file, tmp_path):
 ])
 async def test_websocket_over_websocketclient_differs_between_rule_sets(file, policy, tmp_path):
     """The same steps, the other policy: the route check after add_route fails."""
-    result, events = await run(file, tmp_path, broker="mosquitto", policy=policy)
+    result, events = await run(file, tmp_path, network="memory", policy=policy)
     failed = result.failed_step
     assert failed is not None and failed.index == 3, explain(result)
     puts = [e for e in events if e["ev"] == "rt.put" and e["rt"] == "cc1"
@@ -125,6 +139,7 @@ async def test_websocket_over_websocketclient_differs_between_rule_sets(file, po
     assert [e["outcome"] for e in puts] == ["replaced" if policy == "local-remote" else "refused"]
 
 
+@e2e
 async def test_mosquitto_keeps_sessions_across_a_restart_amqtt_does_not(tmp_path):
     """scenarios/mosquitto/ holds what only Mosquitto does (it persists its sessions), kept
     out of the library so that make demo needs no Mosquitto."""
@@ -137,6 +152,7 @@ async def test_mosquitto_keeps_sessions_across_a_restart_amqtt_does_not(tmp_path
     assert "expected result 3, got 0" in failed.detail
 
 
+@e2e
 async def test_duplicate_cc_id_storms_on_both_brokers(tmp_path):
     for broker in BROKERS:
         scenario = load_scenario(LIBRARY / "faults" / "duplicate-cc-id.yaml")
@@ -148,7 +164,7 @@ async def test_duplicate_cc_id_storms_on_both_brokers(tmp_path):
 
 def test_brokers_die_and_links_break_with_calls_in_flight():
     """At least three scenarios kill a broker or break a link while background calls run and
-    then say what must hold of them; test_scenario_passes runs them on both brokers."""
+    then say what must hold of them; test_scenario_passes runs them on every network."""
     faults = {"crash_broker", "stop_broker", "partition", "blackhole", "cut"}
     found = []
     for file in FILES:
