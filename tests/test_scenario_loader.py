@@ -303,9 +303,9 @@ def test_gcd_backends_model(tmp_path: Path) -> None:
     assert (old.cc_id, old.old_joynr, old.gbids) == ("shared-cc", True, ("gbid2",))
     assert (new.cc_id, new.old_joynr) == ("shared-cc", False)
     kinds = {st.kind for st in s.steps}
-    # the link faults and background calls have their own tests (test_scenario_faults.py),
-    # so do the subscription steps (test_scenario_subscriptions.py)
-    new = {"partition", "blackhole", "delay", "clock_skew", "start_calls", "await_calls",
+    # the link faults and background calls have their own tests (test_scenario_faults.py,
+    # test_memory_faults.py), so do the subscription steps (test_scenario_subscriptions.py)
+    new = {"partition", "blackhole", "delay", "duplicate", "reorder", "clock_skew", "start_calls", "await_calls",
            "subscribe", "unsubscribe", "publish", "expect_publications"}
     assert kinds == set(STEP_KINDS) - {"crash", "advance", "expect_gcd", "expect_calls"} - new
     direct = s.steps[2].args

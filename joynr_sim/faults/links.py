@@ -6,15 +6,18 @@ WebSocket connection to its cluster controller. Each has its own ``FaultProxy``,
 the runtime is made, so a restarted runtime reconnects through the same one.
 
 Every fault and heal is traced by runtime ``faults`` (kind ``runner``) as ``fault.<name>``,
-with the link (``target``, ``target_kind``, ``gbid``), the delay where there is one, and
-how many connections were open through the link when it took effect.
+with the link (``target``, ``target_kind``, ``gbid``), the delay or chance where there is
+one, and how many connections were open through the link when it took effect.
+
+``duplicate`` and ``reorder`` are the memory network's alone: bytes through a TCP proxy on
+loopback arrive once and in order whatever the proxy does, so a ``FaultProxy`` refuses them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from ..trace import TraceWriter
 from .pipe import BLACKHOLE, DELAY, PARTITION
@@ -22,6 +25,8 @@ from .proxy import FaultProxy
 
 TRACE_RUNTIME_ID = "faults"
 MAX_DELAY_MS = 600_000  # ten minutes: longer than any TTL a scenario sets
+# The memory network's own faults (joynr_sim.network.links names them the same).
+DUPLICATE, REORDER = "duplicate", "reorder"
 
 
 # (name, runtime id, GBID or None, upstream) -> a started link with FaultProxy's fault methods
@@ -131,6 +136,20 @@ class Faults:
         found = await proxy.delay(ms, jitter_ms)
         self._trace(runtime_id, DELAY, gbid, ms=ms, jitter_ms=jitter_ms, connections=found)
 
+    async def duplicate(self, runtime_id: str, gbid: str | None = None, percent: int | None = None) -> None:
+        """Deliver each packet twice with a chance of ``percent`` in 100, until ``heal``."""
+        proxy = self._memory_link(runtime_id, gbid, DUPLICATE, "duplicates packets")
+        percent = _percent(percent)
+        found = await proxy.duplicate(percent)
+        self._trace(runtime_id, DUPLICATE, gbid, percent=percent, connections=found)
+
+    async def reorder(self, runtime_id: str, gbid: str | None = None, ms: int | None = None) -> None:
+        """Make each packet late by a drawn ``0..ms`` on its own, so a later one may overtake."""
+        proxy = self._memory_link(runtime_id, gbid, REORDER, "reorders packets")
+        ms = _milliseconds(ms, "ms")
+        found = await proxy.reorder(ms)
+        self._trace(runtime_id, REORDER, gbid, ms=ms, connections=found)
+
     async def heal(self, runtime_id: str, gbid: str | None = None) -> None:
         """Back to passing. A link with no fault is a mistake in the caller's script."""
         proxy = self._link(runtime_id, gbid)
@@ -141,7 +160,7 @@ class Faults:
         self._trace(runtime_id, "heal", gbid, fault=ended, connections=found)
 
     def active(self, runtime_id: str, gbid: str | None = None) -> str | None:
-        """``partition``, ``blackhole``, ``delay`` or None."""
+        """``partition``, ``blackhole``, ``delay``, ``duplicate``, ``reorder`` or None."""
         return self._link(runtime_id, gbid).fault
 
     # -- the end of a run ------------------------------------------------------------------
@@ -177,6 +196,13 @@ class Faults:
             raise ValueError(f"gbid: {gbid!r} is not one of {runtime_id!r}'s GBIDs {list(runtime.gbids)}")
         return self._proxies[(runtime_id, gbid)]
 
+    def _memory_link(self, runtime_id: object, gbid: object, fault: str, does: str) -> Any:
+        """The link, if it can show ``fault``: on real sockets TCP hides both."""
+        proxy = self._link(runtime_id, gbid)
+        if not callable(getattr(proxy, fault, None)):
+            raise ValueError(f"{fault}: only the memory network {does} (TCP cannot); run with --network memory")
+        return proxy
+
     def _trace(self, runtime_id: str, what: str, gbid: str | None, **fields: object) -> None:
         self.trace(runtime_id, what, gbid, target_kind=self._runtimes[runtime_id].kind, **fields)
 
@@ -196,4 +222,12 @@ def _milliseconds(value: object, field: str) -> int:
         raise ValueError(f"{field}: required, a whole number of milliseconds from 0 to {MAX_DELAY_MS}")
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_DELAY_MS:
         raise ValueError(f"{field}: expected a whole number of milliseconds from 0 to {MAX_DELAY_MS}, got {value!r}")
+    return value
+
+
+def _percent(value: object) -> int:
+    if value is None:
+        raise ValueError("percent: required, a whole number from 1 to 100")
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 100:
+        raise ValueError(f"percent: expected a whole number from 1 to 100, got {value!r}")
     return value

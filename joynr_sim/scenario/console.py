@@ -307,6 +307,7 @@ def check_inputs(scenarios: list[Scenario], *, out: Path, broker: str | None, gc
                  folders: list[str] | None = None, network: str | None = None) -> str | None:
     """The first problem with the options or the scenarios' broker choices, as one line;
     ``folders``: the run directories go to ``out/<folder>/`` (the matrix's policies)."""
+    from .model import MEMORY_ONLY_STEPS
     names = [s.name for s in scenarios]
     if len(set(names)) != len(names):
         dup = sorted({n for n in names if names.count(n) > 1})
@@ -329,6 +330,10 @@ def check_inputs(scenarios: list[Scenario], *, out: Path, broker: str | None, gc
                 choose_network(network, broker or (s.broker if spec.kind == "external" else DEFAULT_BROKER))
             except ValueError as exc:
                 return f"{s.path or s.name}: --{exc}"
+        # TCP delivers once and in order: refused here, not at the step after the set-up
+        memory_only = next((st for st in s.steps if st.kind in MEMORY_ONLY_STEPS), None)
+        if memory_only is not None and network != "memory":
+            return f"{s.path or s.name}: step {memory_only.index} {memory_only.kind} needs --network memory"
     try:
         for folder in folders or [None]:
             for s in scenarios:

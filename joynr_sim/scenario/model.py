@@ -38,7 +38,9 @@ RUNTIME_STEPS = ("crash", "stop", "start", "restart")
 BROKER_STEPS = ("crash_broker", "stop_broker", "start_broker", "restart_broker")
 # Faults on a link (sim.faults): a cluster controller's broker connection or a libjoynr
 # runtime's connection to its cluster controller; ``heal`` also ends a ``cut``.
-LINK_FAULT_STEPS = ("partition", "blackhole", "delay")
+LINK_FAULT_STEPS = ("partition", "blackhole", "delay", "duplicate", "reorder")
+# The link faults only the memory network shows: TCP delivers a stream once and in order.
+MEMORY_ONLY_STEPS = ("duplicate", "reorder")
 STEP_KINDS = (
     "register", "unregister", "proxy", "call", "one_way",
     "subscribe", "unsubscribe", "publish", "expect_publications",
@@ -142,7 +144,8 @@ class Step:
             return f"cut {a['runtime']} from {a['gbid']}"
         if k in (*LINK_FAULT_STEPS, "heal"):
             where = f"{a['runtime']}-{a['gbid']}" if a.get("gbid") else f"{a['runtime']}-cc"
-            extra = f" {a['ms']}±{a['jitter_ms']} ms" if k == "delay" else ""
+            extra = (f" {a['ms']}±{a['jitter_ms']} ms" if k == "delay" else f" {a['percent']}%" if k == "duplicate"
+                     else f" 0..{a['ms']} ms" if k == "reorder" else "")
             return f"{k} {where}{extra}"
         if k == "clock_skew":
             return f"clock skew {a['runtime']} {a['ms']:+d} ms"

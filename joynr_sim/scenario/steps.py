@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from ..core.address import ChannelAddress, MqttAddress, WebSocketAddress, WebSocketClientAddress, type_name
@@ -185,6 +185,12 @@ class ScenarioRunner(SubscriptionSteps):
 
     async def _step_delay(self, a: Mapping[str, Any]) -> None:
         await self.sim.faults.delay(a["runtime"], a.get("gbid"), a["ms"], a.get("jitter_ms") or 0)
+
+    async def _step_duplicate(self, a: Mapping[str, Any]) -> None:
+        await _memory_only(self.sim.faults.duplicate(a["runtime"], a.get("gbid"), percent=a["percent"]))
+
+    async def _step_reorder(self, a: Mapping[str, Any]) -> None:
+        await _memory_only(self.sim.faults.reorder(a["runtime"], a.get("gbid"), ms=a["ms"]))
 
     async def _step_heal(self, a: Mapping[str, Any]) -> None:
         """Ends the link's fault; a cluster controller's broker link without one was cut."""
@@ -369,3 +375,12 @@ def _address(spec: Mapping[str, Any]):
     if kind == "Channel":
         return ChannelAddress(spec["url"], spec["channel"])
     raise StepFailed(f"address type {kind!r} cannot be provisioned")
+
+
+async def _memory_only(fault: Awaitable[None]) -> None:
+    """A fault the network cannot show (TCP on real brokers) fails its step in the one line
+    that says so: the scenario is wrong for the network, not the simulator broken."""
+    try:
+        await fault
+    except ValueError as exc:
+        raise StepFailed(str(exc)) from None
