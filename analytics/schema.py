@@ -32,8 +32,8 @@ COLUMNS = (
     # msg.*
     "msg", "type", "from", "to", "hops", "via", "addr_type", "target", "gbid", "corr", "exp",
     "resent", "reason",
-    # rt.*
-    "participant", "policy", "outcome", "origin", "old", "new", "entry",
+    # rt.* (``now``: the runtime's own clock, where a clock skew set it off the run's)
+    "participant", "policy", "outcome", "origin", "old", "new", "entry", "now",
     # gcd.*, lcd.*
     "op", "gbids", "cc", "error", "domains", "interface", "result", "removed", "max_last_seen",
     "participants", "scope",

@@ -78,6 +78,8 @@ class TraceWriter:
         """batched: the lines of a loop turn go out in one write at its end; a SIGKILL then
         loses the events of the turn it interrupts."""
         self.path = Path(run_dir) / "trace" / f"{runtime_id}.ndjson"
+        # The clock the runtime decides by, when it may read otherwise than ``clock``.
+        self.decision_clock: Callable[[], int] | None = None
         self.run_id = run_id
         self.runtime_id = runtime_id
         self.kind = kind
@@ -195,7 +197,14 @@ class TraceWriter:
         self._lines = []
 
     def routing_listener(self, decision: RoutingDecision) -> None:
-        """Subscribe to a RoutingTable: every decision becomes an rt.* event."""
+        """Subscribe to a RoutingTable: every decision becomes an rt.* event; with ``now``
+        when the runtime decides by a clock of its own that reads otherwise (a clock skew:
+        the checks judge expiry by it)."""
+        skewed = {}
+        if self.decision_clock is not None:
+            now = self.decision_clock()
+            if now != self.clock():
+                skewed["now"] = now
         self.emit(
             f"rt.{decision.op}",
             participant=decision.participant_id,
@@ -206,6 +215,7 @@ class TraceWriter:
             old=entry_record(decision.old),
             new=entry_record(decision.new),
             entry=entry_record(decision.entry),
+            **skewed,
         )
 
     def close(self) -> None:

@@ -22,7 +22,7 @@ PINNED = [
     ("reason", _S),
     ("participant", _S),  # a list in gcd.remove for remove_old
     ("policy", _S), ("outcome", _S), ("origin", _S),
-    ("old", _ENTRY), ("new", _ENTRY), ("entry", _ENTRY),
+    ("old", _ENTRY), ("new", _ENTRY), ("entry", _ENTRY), ("now", _L),
     ("op", _S), ("gbids", T.ArrayType(_S)), ("cc", _S), ("error", _S),
     ("domains", T.ArrayType(_S)), ("interface", _S),
     ("result", _S),  # objects in gcd.lookup, ids in lcd.*

@@ -39,6 +39,12 @@ from .base import Check, CheckContext, CheckOutput, key, violations
 _ACCEPTED_PUT = ("created", "replaced", "merged")
 
 
+
+def _decided_at() -> F.Column:
+    """The time a routing decision was made by the runtime's own clock: its ``now`` where a
+    clock skew set that clock off the run's (expiry is judged by it), else the event's time."""
+    return F.coalesce(F.col("now"), F.col("ts"))
+
 def _put_table(ctx: CheckContext) -> DataFrame:
     flags = ", ".join(f"{flag} boolean" for flag in rules.PUT_FLAGS)
     schema = (f"judged string, kind string, old_type string, new_type string, {flags}, "
@@ -105,7 +111,7 @@ def _judged_puts(ctx: CheckContext) -> DataFrame:
         F.coalesce(F.col("old.sticky"), F.lit(False)).alias("old_sticky"),
         F.coalesce(F.col("new.sticky"), F.lit(False)).alias("new_sticky"),
         F.coalesce(F.col("origin") == "gcd", F.lit(False)).alias("from_gcd"),
-        F.coalesce(F.col("new.expiry") < F.col("ts"), F.lit(False)).alias("new_expired"),
+        F.coalesce(F.col("new.expiry") < _decided_at(), F.lit(False)).alias("new_expired"),
         (
             (F.col("kind") == "cluster-controller")
             & (F.col("new.type") == "Mqtt")
@@ -161,7 +167,7 @@ def _judged_deletes(ctx: CheckContext) -> DataFrame:
             "*",
             F.regexp_replace("ev", r"^rt\.", "").alias("op"),
             F.coalesce(F.col("old.sticky"), F.lit(False)).alias("old_sticky"),
-            F.coalesce(F.col("old.expiry") < F.col("ts"), F.lit(False)).alias("old_expired"),
+            F.coalesce(F.col("old.expiry") < _decided_at(), F.lit(False)).alias("old_expired"),
         )
     )
     judged = dels.join(

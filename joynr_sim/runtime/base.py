@@ -93,6 +93,8 @@ class Runtime:
         # The trace tells the run's time: a runtime's skewed clock (RuntimeClock) is its own.
         self.trace = TraceWriter(self.run_dir, run_id, runtime_id, self.kind, getattr(clock, "base", clock),
                                  batched=True)
+        if hasattr(clock, "base"):
+            self.trace.decision_clock = clock.now_ms
         self.ports: list[Port] = []  # started in this order, stopped in the reverse
         self._carriers: dict[type, Carrier] = {}  # by address type, from the ports at each start
         self.life_fields: dict[str, Any] = {}  # what life.start says of this runtime
