@@ -22,7 +22,7 @@ from ..transport.mqtt import (
     QOS,
     RECONNECT_MAX_DELAY_S,
     RECONNECT_MIN_DELAY_S,
-    MqttConnectError,
+    until_connected,
 )
 from ..transport.paho_client import Delivery
 from .links import Channel, MemoryLink
@@ -241,16 +241,7 @@ class MemoryMqttConnection:
             self._keeper.cancel()
 
     async def wait_connected(self, timeout_s: float) -> None:
-        waits = [asyncio.ensure_future(self.connected.wait()), asyncio.ensure_future(self._failed.wait())]
-        try:
-            await asyncio.wait(waits, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for wait in waits:
-                wait.cancel()
-        if self.connected.is_set():
-            return
-        reason = self._failure or f"no CONNACK for client id {self.client_id!r} within {timeout_s:g} s"
-        raise MqttConnectError(self.gbid, self.host, self.port, reason)
+        await until_connected(self, timeout_s)
 
     def publish(self, topic: str, payload: bytes) -> int:
         mid = self._mid()

@@ -22,7 +22,7 @@ from urllib.parse import urlsplit
 from ..core.address import AddressError
 from ..transport import websocket
 from ..transport.websocket import guarded
-from ..transport.ws_client import hello_frame
+from ..transport.ws_client import hello_frame, kept_unconfirmed
 from ..transport.ws_server import refusal, verdict
 from .links import Channel
 
@@ -277,13 +277,8 @@ class MemoryWebSocketClient:
         if self._channel is None:
             guarded(on_failed)
             return
-        if self._unconfirmed is not None:
-            self._unconfirmed_bytes += len(data)
-            if (len(self._unconfirmed) < websocket.MAX_UNCONFIRMED_FRAMES
-                    and self._unconfirmed_bytes <= websocket.MAX_UNCONFIRMED_BYTES):
-                self._unconfirmed.append((data, on_failed))
-            else:
-                self._unconfirmed = None
+        self._unconfirmed, self._unconfirmed_bytes = kept_unconfirmed(
+            self._unconfirmed, self._unconfirmed_bytes, data, on_failed)
         self._channel.to_server(("frame", data))
 
     async def stop(self) -> None:

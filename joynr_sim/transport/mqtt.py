@@ -33,6 +33,7 @@ import itertools
 import os
 import socket
 from collections.abc import Callable
+from typing import Any
 
 import paho.mqtt.client as paho
 from paho.mqtt.enums import CallbackAPIVersion, MQTTErrorCode
@@ -69,6 +70,22 @@ def _connect_failure(exc: OSError) -> str:
     if isinstance(exc, socket.gaierror) or not exc.errno:
         return exc.strerror or str(exc) or "connection timed out"
     return os.strerror(exc.errno)
+
+
+async def until_connected(conn: Any, timeout_s: float) -> None:
+    """``wait_connected`` of a connection, real or on the memory network: until ``connected``
+    is set; the failure of the last attempt (``_failure``, signalled by ``_failed``) as soon
+    as one fails, or no CONNACK within ``timeout_s``, as MqttConnectError."""
+    waits = [asyncio.ensure_future(conn.connected.wait()), asyncio.ensure_future(conn._failed.wait())]
+    try:
+        await asyncio.wait(waits, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for wait in waits:
+            wait.cancel()
+    if conn.connected.is_set():
+        return
+    reason = conn._failure or f"no CONNACK for client id {conn.client_id!r} within {timeout_s:g} s"
+    raise MqttConnectError(conn.gbid, conn.host, conn.port, reason)
 
 
 class MqttConnection:
@@ -311,16 +328,7 @@ class MqttConnection:
         """Until connected and subscribed; raises MqttConnectError as soon as an attempt
         fails (refused, unreachable, CONNACK with an error) or after ``timeout_s``.
         paho keeps retrying in the background either way."""
-        waits = [asyncio.ensure_future(self.connected.wait()), asyncio.ensure_future(self._failed.wait())]
-        try:
-            await asyncio.wait(waits, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for wait in waits:
-                wait.cancel()
-        if self.connected.is_set():
-            return
-        reason = self._failure or f"no CONNACK for client id {self.client_id!r} within {timeout_s:g} s"
-        raise MqttConnectError(self.gbid, self.host, self.port, reason)
+        await until_connected(self, timeout_s)
 
     def publish(self, topic: str, payload: bytes) -> int:
         """Queue a QoS 1 publish; paho sends it now or after the next reconnect. Returns

@@ -39,6 +39,23 @@ def hello_frame(client_id: str, token: str | None) -> str:
     return json.dumps(hello, separators=(",", ":"))
 
 
+Unconfirmed = list[tuple[bytes, Callable[[], None]]]
+
+
+def kept_unconfirmed(kept: Unconfirmed | None, kept_bytes: int, data: bytes, on_failed: Callable[[], None]
+                     ) -> tuple[Unconfirmed | None, int]:
+    """What a client keeps of the frames it sent before the server sent anything, with one
+    more: None once more went than ``MAX_UNCONFIRMED_FRAMES`` or ``MAX_UNCONFIRMED_BYTES``
+    (or the server answered), and then nothing more is kept on that connection."""
+    if kept is None:
+        return None, kept_bytes
+    kept_bytes += len(data)
+    if len(kept) < websocket.MAX_UNCONFIRMED_FRAMES and kept_bytes <= websocket.MAX_UNCONFIRMED_BYTES:
+        kept.append((data, on_failed))
+        return kept, kept_bytes
+    return None, kept_bytes
+
+
 class WebSocketClient:
     """A libjoynr runtime's one connection to its cluster controller."""
 
@@ -127,13 +144,8 @@ class WebSocketClient:
         if self._outgoing is None:
             guarded(on_failed)
             return
-        if self._unconfirmed is not None:
-            self._unconfirmed_bytes += len(data)
-            if (len(self._unconfirmed) < websocket.MAX_UNCONFIRMED_FRAMES
-                    and self._unconfirmed_bytes <= websocket.MAX_UNCONFIRMED_BYTES):
-                self._unconfirmed.append((data, on_failed))
-            else:
-                self._unconfirmed = None
+        self._unconfirmed, self._unconfirmed_bytes = kept_unconfirmed(
+            self._unconfirmed, self._unconfirmed_bytes, data, on_failed)
         self._outgoing.send(data, on_failed)
 
     async def stop(self) -> None:
