@@ -41,6 +41,11 @@ def new_hex(nbytes: int) -> str:
     return rng.getrandbits(8 * nbytes).to_bytes(nbytes, "big").hex() if nbytes > 0 else ""
 
 
+def ids_seeded() -> bool:
+    """Whether ids drawn here come from a run's seeded generator."""
+    return _generator.get() is not None
+
+
 @contextmanager
 def seeded_ids(seed: int | str) -> Iterator[random.Random]:
     """Ids drawn within the block (and in tasks started in it) come from a generator

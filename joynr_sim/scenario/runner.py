@@ -41,7 +41,7 @@ from typing import Any
 from brokers import BrokerError, BrokerSpecError, MosquittoNotFound, parse_broker, redact
 from brokers.promises import declared
 
-from ..core.ids import seeded_ids
+from ..core.ids import ids_seeded, seeded_ids
 from ..network import MEMORY, check_network, virtual_loop
 from ..network.virtual_loop import on_virtual_time
 from ..simulation import Simulation
@@ -194,13 +194,16 @@ async def run_scenario(
     if network is not None:
         check_network(network)
     seed = random.randrange(2**31) if seed is None else seed
-    if network == MEMORY and not on_virtual_time():
+    if network == MEMORY and (not on_virtual_time() or not ids_seeded()):
         if join is not None:
             raise ValueError("network: the memory network runs in this process; it cannot join hosts")
         run = functools.partial(run_scenario, scenario, out_dir, policy=policy, broker=broker, seed=seed,
                                 gcd_store=gcd_store, on_step=on_step, keep_going=keep_going, hosts=hosts,
                                 on_progress=on_progress, network=network)
-        return await asyncio.to_thread(_in_virtual_time, run, seed)
+        if not on_virtual_time():  # a loop of its own, in a thread: the caller's loop goes on
+            return await asyncio.to_thread(virtual_loop.run, run())
+        with seeded_ids(seed):  # every id of the run from its seed (tasks inherit the context)
+            return await run()
     run_dir = claim_run_dir(out_dir, scenario.name)
     failures = watch(run_dir)  # every write under it that fails is this run's
     started = time.time()
@@ -296,12 +299,6 @@ async def run_scenario(
             finally:
                 unwatch(run_dir)
     return result
-
-
-def _in_virtual_time(run: Callable[[], Any], seed: int) -> RunResult:
-    """A run on its own virtual-time loop, its ids drawn from the seed."""
-    with seeded_ids(seed):
-        return virtual_loop.run(run())
 
 
 def _digest(text: str) -> str:
