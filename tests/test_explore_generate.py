@@ -8,6 +8,7 @@ import yaml
 from hypothesis import given, settings
 
 from joynr_sim.explore.generate import Generator, StepKind, scenarios
+from joynr_sim.explore.kinds import schema_knows
 from joynr_sim.explore.shrink import consistent, shrink
 from joynr_sim.scenario.loader import parse_scenario
 
@@ -31,12 +32,30 @@ def test_every_generated_scenario_loads(doc) -> None:
 
 
 def test_generated_schedules_use_every_kind_of_step() -> None:
-    seen = set()
-    for seed in range(100):
+    seen, subscriptions, partitions = set(), set(), set()
+    for seed in range(200):
         for step in Generator().scenario(random.Random(seed), "s")["steps"]:
             seen |= set(step)
+            if "subscribe" in step:
+                args = step["subscribe"]
+                subscriptions.add(args.get("attribute") or args["broadcast"])
+                partitions.add(tuple(args.get("partitions", ())))
     assert seen >= {"register", "unregister", "proxy", "call", "one_way", "crash", "stop", "start",
-                    "restart", "crash_broker", "restart_broker", "advance"}
+                    "restart", "crash_broker", "restart_broker", "advance",
+                    "subscribe", "unsubscribe", "publish", "expect_publications",
+                    "partition", "blackhole", "delay", "heal"}
+    # attribute and selective broadcast subscriptions, multicast receivers with and without partitions
+    assert subscriptions == {"value", "incremented", "reachedMultiple"} and len(partitions) > 2
+    assert ("clock_skew" in seen) == schema_knows("clock_skew")
+
+
+def test_a_step_kind_switches_on_when_the_scenario_format_has_it(monkeypatch) -> None:
+    from joynr_sim.explore import kinds
+
+    steps = kinds.schema()["properties"]["steps"]["items"]["properties"]
+    assert schema_knows("register") and not schema_knows("teleport")
+    monkeypatch.setitem(steps, "teleport", {"type": "object"})
+    assert schema_knows("teleport")
 
 
 def test_a_team_adds_its_own_step_kind() -> None:

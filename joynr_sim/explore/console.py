@@ -1,16 +1,19 @@
-"""Run random schedules of steps and faults on real brokers, judge each run with the Spark
-checks and shrink each new failure to the smallest scenario that still fails the same way.
+"""Run random schedules of steps and faults, judge the runs in batches with the Spark checks
+and shrink each new failure to the smallest scenario that still fails the same way (under a
+policy other than precedence: that still holds under precedence, a guard).
 
 Exit status: 0 nothing found; 1 failures found (each shrunk, its scenario written); 2 bad
 input (an option, or an --out that holds something explore did not write or that cannot be
-created or written); 3 Spark or a broker could not be started, or a write failed while
-exploring (``cannot write <path>: <reason>``); 130 interrupted.
+created or written); 3 Spark or a broker could not be started, Spark could not judge the
+runs (its JVM's log is kept as spark-jvm.log), or a write failed while exploring
+(``cannot write <path>: <reason>``); 130 interrupted.
 """
 
 from __future__ import annotations
 
 import argparse
 import re
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -25,7 +28,18 @@ _BUDGET = re.compile(r"^(\d{1,6})(s|m|h)?$")
 _UNIT_S = {"s": 1, "m": 60, "h": 3600, None: 1}
 MARKER = "explore.json"
 SHRINK_TRIES = 100
-SHRINK_BUDGET_S = 15 * 60
+SHRINK_BUDGET_S = 15 * 60  # the most a default shrink budget grows to
+SHRINK_PER_RUN_S = 60  # with --runs N: N minutes of shrinking (at least two), up to SHRINK_BUDGET_S
+NETWORKS = ("memory", "amqtt", "mosquitto")
+BROKERS = ("amqtt", "mosquitto")
+
+
+def shrink_budget(runs: int | None, budget_s: float | None) -> float:
+    """The default time for shrinking, in proportion to the exploration: half of --budget,
+    or a minute per run of --runs."""
+    if runs is None:
+        return (budget_s or 600) / 2
+    return float(min(SHRINK_BUDGET_S, max(2 * SHRINK_PER_RUN_S, SHRINK_PER_RUN_S * runs)))
 
 
 def budget_seconds(text: str) -> int:
@@ -40,17 +54,28 @@ def add_parser(sub) -> None:
     p = sub.add_parser("explore", help="run random fault schedules, check each with Spark, shrink what fails",
                        description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n")[1])
     p.add_argument("--policy", default="precedence", help="routing policy of every run (default: precedence)")
-    p.add_argument("--broker", default="amqtt", choices=["amqtt", "mosquitto"], help="broker (default: amqtt)")
+    p.add_argument("--broker", choices=BROKERS, help="broker of the real network (default: amqtt)")
+    p.add_argument("--network", metavar="|".join(NETWORKS),
+                   help="memory: in-memory brokers and WebSockets in virtual time, a run replayed byte for byte by "
+                        "its seed; amqtt or mosquitto: that real broker (default: what --broker says)")
+    p.add_argument("--confirm", metavar="|".join(BROKERS),
+                   help="replay every finding once on this real broker and say whether it reproduced")
+    p.add_argument("--batch", type=int,
+                   help="runs judged together in one Spark job, and shrink candidates judged ahead (default: a batch "
+                        "grows until running it takes as long as judging the last; 32 candidates on memory, 4 on a "
+                        "real broker)")
     limit = p.add_mutually_exclusive_group()
     limit.add_argument("--budget", type=budget_seconds, help="time to explore, e.g. 10m (default: 10m)")
     limit.add_argument("--runs", type=int, help="number of schedules to run")
     p.add_argument("--seed", type=int, default=1, help="the same seed gives the same schedules (default: 1)")
     p.add_argument("--out", type=Path, default=Path("explore"), help="output folder (default: explore/)")
     p.add_argument("--shrink-tries", type=int, default=SHRINK_TRIES,
-                   help=f"runs spent shrinking each failure at most (default: {SHRINK_TRIES})")
-    p.add_argument("--shrink-budget", type=budget_seconds, default=SHRINK_BUDGET_S,
-                   help="time spent shrinking, shared by every failure found, e.g. 15m (default: 15m); "
-                        "a failure found after it is spent is written as drawn")
+                   help=f"candidates tried per failure at most, counted one at a time (judging a pass's candidates "
+                        f"together runs some ahead) (default: {SHRINK_TRIES})")
+    p.add_argument("--shrink-budget", type=budget_seconds,
+                   help="time spent shrinking, shared by every failure found, e.g. 15m (default: half of --budget, "
+                        "or a minute per run of --runs, at least 2m, at most 15m); a failure found after it is "
+                        "spent is written as drawn")
     p.set_defaults(func=cmd_explore)
 
 
@@ -63,12 +88,33 @@ def _refusal(args: argparse.Namespace) -> str | None:
         return f"--seed {args.seed}: from 0 to 2**63-1"
     if not 0 <= args.shrink_tries <= 1_000:
         return f"--shrink-tries {args.shrink_tries}: from 0 to 1000"
+    if args.network is not None and args.network not in NETWORKS:
+        return f"--network {args.network!r} is unknown; choose one of {', '.join(NETWORKS)}"
+    if args.network in BROKERS and args.broker not in (None, args.network):
+        return f"--network {args.network} and --broker {args.broker} disagree; name one of them"
+    if args.network == "memory" and args.broker not in (None, "amqtt"):
+        return f"--network memory has its own brokers; --broker {args.broker} needs a real network"
+    if args.confirm is not None and args.confirm not in BROKERS:
+        return f"--confirm {args.confirm!r} is unknown; choose one of {', '.join(BROKERS)}"
+    if args.batch is not None and not 1 <= args.batch <= 256:
+        return f"--batch {args.batch}: from 1 to 256"
     out: Path = args.out
     if out.is_symlink() or (out.exists() and not out.is_dir()):
         return f"--out {out}: not a folder"
     if out.is_dir() and any(out.iterdir()) and not (out / MARKER).is_file():
         return f"--out {out}: holds files joynr-sim explore did not write; choose an empty or new folder"
     return None
+
+
+def _keep_jvm_log(log: Path | None, out: Path) -> str:
+    """The JVM's own output, copied out of the scratch folder that goes with the session."""
+    if log is None or not log.is_file():
+        return ""
+    try:
+        shutil.copyfile(log, out / "spark-jvm.log")
+    except OSError:
+        return f" (the JVM's log {log} could not be kept)"
+    return f" (the JVM's log: {out / 'spark-jvm.log'})"
 
 
 def cmd_explore(args: argparse.Namespace, console: Console) -> int:
@@ -84,11 +130,15 @@ def cmd_explore(args: argparse.Namespace, console: Console) -> int:
         return 2
     from analytics.session import SparkStartError
 
+    from .judge import CheckerLost
     from .runner import Checker, Explorer
 
     budget = args.budget if args.runs is None and args.budget is not None else None
     if args.runs is None and budget is None:
         budget = 600
+    broker = args.broker or "amqtt"
+    network = args.network or broker
+    shrink_s = args.shrink_budget if args.shrink_budget is not None else shrink_budget(args.runs, budget)
     with tempfile.TemporaryDirectory(prefix="joynr-explore-") as scratch:
         try:
             checker = Checker(Path(scratch))
@@ -105,10 +155,16 @@ def cmd_explore(args: argparse.Namespace, console: Console) -> int:
                 console.print(f"      shrinking {escape(info['signature'])}: try {info['try']} still fails "
                               f"with {info['steps']} steps", highlight=False)
 
-        explorer = Explorer(args.out, policy=args.policy, broker=args.broker, seed=args.seed, checker=checker,
-                            shrink_tries=args.shrink_tries, shrink_budget_s=args.shrink_budget, on_event=progress)
+        explorer = Explorer(args.out, policy=args.policy, broker=broker, network=network, seed=args.seed,
+                            checker=checker, shrink_tries=args.shrink_tries, shrink_budget_s=shrink_s,
+                            batch=args.batch, confirm=args.confirm, on_event=progress)
         try:
             summary = explorer.explore(runs=args.runs, budget_s=budget)
+        except CheckerLost as exc:  # no judge, no exploring; what was found so far is written
+            kept = _keep_jvm_log(exc.jvm_log, args.out)
+            err.print(f"[red]joynr-sim explore: {escape(str(exc))}{escape(kept)}[/]", soft_wrap=True,
+                      highlight=False)
+            return 3
         except (WriteFailure, OSError) as exc:  # a full disk is no finding: exploring ends
             failure = exc if isinstance(exc, WriteFailure) else WriteFailure.of(exc.filename or args.out, exc)
             err.print(f"[red]joynr-sim explore: {escape(str(failure))}[/]", soft_wrap=True, highlight=False)
@@ -116,15 +172,18 @@ def cmd_explore(args: argparse.Namespace, console: Console) -> int:
         finally:
             checker.close()
     first = "" if summary.first_finding_s is None else f", first failure after {summary.first_finding_s:.0f} s"
-    table = Table(title=f"explore --seed {summary.seed} --policy {summary.policy}: {summary.runs} runs, "
-                        f"{summary.seconds:.0f} s{first}")
-    for col in ("failure", "runs", "found at", "steps", "shrink", "replayed", "precedence", "scenario"):
+    table = Table(title=f"explore --seed {summary.seed} --policy {summary.policy} --network {network}: "
+                        f"{summary.runs} runs in {summary.batches} batches, {summary.seconds:.0f} s{first}")
+    for col in ("failure", "runs", "found at", "steps", "shrink", "replayed", "precedence", "confirmed", "scenario"):
         table.add_column(col, overflow="fold")
     for f in summary.findings:
-        table.add_row(escape("/".join(f.signature)), str(summary.seen.get("/".join(f.signature), 0)),
+        also = "".join(f"\n+ {escape(a)}" for a in f.also)
+        table.add_row(escape("/".join(f.signature)) + also, str(summary.seen.get("/".join(f.signature), 0)),
                       f"run {f.run_index}, {f.found_after_s:.0f} s", f"{f.steps_before} -> {f.steps_after}",
                       f"{f.shrink_runs} runs, {f.shrink_seconds:.0f} s", f.replayed,
-                      escape(f.reference.split(":")[0] or "-"), escape(f.scenario_file))
+                      escape(f.reference.split(":")[0] or "-") + (" (guard)" if f.guard else ""),
+                      escape(f.confirmed if not f.confirm_broker else f"{f.confirmed} on {f.confirm_broker}"),
+                      escape(f.scenario_file))
     console.print(table)
     console.print(f"{args.out / MARKER}", highlight=False)
     return 1 if summary.findings else 0

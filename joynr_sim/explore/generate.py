@@ -1,6 +1,10 @@
 """Random scenarios in the library's format: a topology, then a schedule of steps drawn from
 what the format offers, each step valid where it stands (a call only on a proxy whose runtime
-has been up since the proxy was built, a start only of what is down, ...).
+has been up since the proxy was built, a start only of what is down, a heal only of a link
+with a fault, ...): providers of joynrsim/Echo and joynrsim/Counter, proxies, calls,
+attribute and broadcast subscriptions and multicast receivers, publications, the runtimes'
+and brokers' lifecycle, link faults (partition, blackhole, delay, heal), clock skews (when
+the scenario format has them) and time advancing.
 
 Everything is drawn from one ``random.Random``, so a seed gives the same scenarios. The step
 kinds are a table (``STEP_KINDS``) of weighted makers; a team adds its own with
@@ -15,11 +19,17 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import kinds
+
 INTERFACE = "joynrsim/Echo"
+COUNTER = kinds.COUNTER  # an attribute, a multicast and a selective broadcast
 DOMAIN = "dom"
 PROVIDER_SCOPES = ("LOCAL", "GLOBAL")
 PROXY_SCOPES = ("LOCAL_ONLY", "LOCAL_THEN_GLOBAL", "GLOBAL_ONLY", "LOCAL_AND_GLOBAL")
-FIXED_IDS = ("fixed-echo-1", "fixed-echo-2")  # fixed participant ids: restarts re-use them
+# Fixed participant ids, per interface: restarts re-use them, and one id taken by two
+# providers of different interfaces would be a conflict no deployment has.
+FIXED_IDS = ("fixed-echo-1", "fixed-echo-2")
+FIXED_IDS_BY_INTERFACE = {INTERFACE: FIXED_IDS, COUNTER: ("fixed-counter-1",)}
 
 
 @dataclass
@@ -35,6 +45,9 @@ class World:
     # provider name -> (runtime, fixed id, epoch registered in)
     providers: dict[str, tuple[str, str | None, int]] = field(default_factory=dict)
     proxies: dict[str, tuple[str, int]] = field(default_factory=dict)  # name -> (runtime, epoch built)
+    interfaces: dict[str, str] = field(default_factory=dict)  # provider or proxy -> interface (absent: Echo)
+    subscriptions: dict[str, tuple[str, str]] = field(default_factory=dict)  # name -> (proxy, what)
+    faults: dict[tuple[str, str | None], str] = field(default_factory=dict)  # link -> its fault
     counter: int = 0
 
     @property
@@ -50,8 +63,26 @@ class World:
         cc = self.libjoynr.get(runtime)
         return self.up[runtime] and (cc is None or self.up[cc])
 
-    def live_proxies(self) -> list[str]:
-        return [n for n, (rt, ep) in self.proxies.items() if self.usable(rt) and self.epoch[rt] == ep]
+    def live_proxies(self, interface: str | None = None) -> list[str]:
+        return [n for n, (rt, ep) in self.proxies.items() if self.usable(rt) and self.epoch[rt] == ep
+                and (interface is None or self.interface(n) == interface)]
+
+    def live_providers(self, interface: str | None = None) -> list[str]:
+        return [n for n, (rt, _, ep) in self.providers.items() if self.usable(rt) and self.epoch[rt] == ep
+                and (interface is None or self.interface(n) == interface)]
+
+    def interface(self, name: str) -> str:
+        return self.interfaces.get(name, INTERFACE)
+
+    def links(self) -> list[tuple[str, str | None]]:
+        """Every cluster controller's broker links, every libjoynr runtime's link to its
+        cluster controller."""
+        return [(cc, g) for cc in self.ccs for g in self.backends] + [(lib, None) for lib in self.libjoynr]
+
+    def blocked(self, runtime: str) -> bool:
+        """A link of the runtime refuses or swallows connections: it cannot start."""
+        links = [(runtime, None)] if runtime in self.libjoynr else [(runtime, g) for g in self.backends]
+        return any(self.faults.get(link) in ("partition", "blackhole") for link in links)
 
 
 Maker = Callable[[random.Random, World], dict[str, Any] | None]
@@ -68,20 +99,23 @@ def _register(rng: random.Random, w: World) -> dict | None:
     hosts = [rt for rt in w.runtimes if w.usable(rt)]
     if not hosts:
         return None
+    interface = COUNTER if rng.random() < 0.3 else INTERFACE
     # A fixed id whose holder is down may be registered again elsewhere: the stale-entry
     # conflicts the routing rules decide.
     used = {fixed for rt, fixed, _ in w.providers.values() if w.usable(rt)}
-    free = [f for f in FIXED_IDS if f not in used]
+    free = [f for f in FIXED_IDS_BY_INTERFACE[interface] if f not in used]
     fixed = rng.choice(free) if free and rng.random() < 0.5 else None
     name = w.name("prov")
     runtime = rng.choice(hosts)
-    args: dict[str, Any] = {"runtime": runtime, "provider": name, "domain": DOMAIN, "interface": INTERFACE,
+    args: dict[str, Any] = {"runtime": runtime, "provider": name, "domain": DOMAIN, "interface": interface,
                             "scope": rng.choice(PROVIDER_SCOPES)}
     if fixed:
         args["participant_id"] = fixed
     if args["scope"] == "GLOBAL" and len(w.backends) > 1 and rng.random() < 0.5:
         args["gbids"] = sorted(rng.sample(w.backends, rng.randint(1, len(w.backends))))
     w.providers[name] = (runtime, fixed, w.epoch[runtime])
+    if interface != INTERFACE:
+        w.interfaces[name] = interface
     return {"register": args}
 
 
@@ -100,12 +134,15 @@ def _proxy(rng: random.Random, w: World) -> dict | None:
     if not hosts or not w.providers:
         return None
     runtime = rng.choice(hosts)
+    interface = w.interface(rng.choice(sorted(w.providers)))  # one some provider has had
     name = w.name("px")
-    args: dict[str, Any] = {"runtime": runtime, "name": name, "domain": DOMAIN, "interface": INTERFACE,
+    args: dict[str, Any] = {"runtime": runtime, "name": name, "domain": DOMAIN, "interface": interface,
                             "scope": rng.choice(PROXY_SCOPES)}
     if len(w.backends) > 1 and args["scope"] != "LOCAL_ONLY" and rng.random() < 0.3:
         args["gbids"] = [rng.choice(w.backends)]
     w.proxies[name] = (runtime, w.epoch[runtime])
+    if interface != INTERFACE:
+        w.interfaces[name] = interface
     return {"proxy": args}
 
 
@@ -114,16 +151,21 @@ def _call(rng: random.Random, w: World) -> dict | None:
     if not live:
         return None
     kind = "one_way" if rng.random() < 0.2 else "call"
-    args = {"proxy": rng.choice(live), "method": "echo", "args": [w.name("m")],
-            "ttl_ms": rng.choice((2_000, 5_000, 10_000))}
+    proxy = rng.choice(live)
+    args: dict[str, Any] = {"proxy": proxy, "method": "echo", "args": [w.name("m")]}
+    if w.interface(proxy) == COUNTER:
+        args = {"proxy": proxy, "method": rng.choice(("increment", "get"))}
+    args["ttl_ms"] = rng.choice((2_000, 5_000, 10_000))
     return {kind: args}
 
 
 def _startable(w: World, runtime: str) -> bool:
     """A libjoynr runtime starts only while its cluster controller runs, a cluster controller
-    only while its brokers run: the simulator's start waits for those connections."""
+    only while its brokers run, neither while a link of its own refuses or swallows its
+    connection: the simulator's start waits for those connections."""
     cc = w.libjoynr.get(runtime)
-    return w.up[cc] if cc is not None else all(w.brokers_up.values())
+    ready = w.up[cc] if cc is not None else all(w.brokers_up.values())
+    return ready and not w.blocked(runtime)
 
 
 def _lifecycle(rng: random.Random, w: World) -> dict | None:
@@ -167,6 +209,13 @@ STEP_KINDS: tuple[StepKind, ...] = (
     StepKind("lifecycle", 2, _lifecycle),
     StepKind("broker", 1, _broker),
     StepKind("advance", 1, _advance),
+    StepKind("subscribe", 2, kinds.subscribe),
+    StepKind("multicast", 2, kinds.multicast),
+    StepKind("unsubscribe", 1, kinds.unsubscribe),
+    StepKind("publish", 2, kinds.publish),
+    StepKind("expect_publications", 1, kinds.expect_publications),
+    StepKind("link_fault", 2, kinds.link_fault),
+    *((StepKind("clock_skew", 1, kinds.clock_skew),) if kinds.schema_knows("clock_skew") else ()),
 )
 
 
