@@ -52,7 +52,6 @@ from .model import Scenario
 from .rundir import GENERATOR, MANIFEST, claim_run_dir
 from .steps import ScenarioRunner, StepFailed
 
-
 STEP_GAP_S = 0.001  # on the memory network: the runner's time from one step to the next
 
 
