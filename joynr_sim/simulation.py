@@ -45,6 +45,7 @@ from .core.address import Address, WebSocketAddress
 from .core.gcd import GCD_TOPIC
 from .core.ids import new_hex
 from .core.links import LinkRegistry
+from .core.variants import variant_of
 from .faults import TRACE_RUNTIME_ID, Faults, ProxiedBrokers
 from .host.join.joined_hosts import JOIN_TIMEOUT_S, JoinedHosts
 from .host.process.groups import HostGroup
@@ -240,7 +241,7 @@ class Simulation:
         own registry over it at every start, as a restarted process would."""
         if cc_id not in self._link_registries:
             self._link_registries[cc_id] = open_link_registry(
-                self.run_dir / "state", cc_id, self.clock.now_ms, detached_timeout_ms
+                self.run_dir / "state", cc_id, self.clock.now_ms, detached_timeout_ms, variant_of(self.policy, "links")
             )
         return self._link_registries[cc_id]
 

@@ -214,11 +214,13 @@ DEFAULT_POLICY = PrecedencePolicy.name  # the newest seed's rules
 
 
 def get_policy(policy: str | Policy) -> Policy:
+    """The policy a rule set names: ``precedence``, or ``precedence+<variant>`` (``core.variants``)
+    with a routing variant applied; a variant of another part leaves the policy as it is."""
     if isinstance(policy, Policy):
         return policy
-    try:
-        return POLICIES[policy]()
-    except (KeyError, TypeError):
-        raise ValueError(
-            f"policy: unknown routing policy {policy!r}; choose one of {', '.join(POLICIES)}"
-        ) from None
+    from .routing_variants import apply  # both import this module
+    from .variants import parse_rule_set
+
+    name, variant = parse_rule_set(policy)
+    base = POLICIES[name]()
+    return apply(base, variant.name) if variant is not None and variant.part == "routing" else base

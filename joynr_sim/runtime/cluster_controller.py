@@ -18,6 +18,7 @@ from ..core.limits import check_int
 from ..core.links import LinkRegistry
 from ..core.node import ClusterControllerNode
 from ..core.routing import RoutingEntry
+from ..core.variants import variant_of
 from ..store.route_store import RouteStore, RoutingTablePersistency
 from ..transport.websocket import WebSocketServer
 from .base import FOREVER_MS, offer_route
@@ -125,7 +126,8 @@ class ClusterController(CcAddresses, JoynrRuntime):
         # given is opened over that store; every start opens the runtime's own over it.
         state_dir = self.run_dir / "state"
         if link_registry is None:  # (an empty registry is falsy: it has a length)
-            link_registry = open_link_registry(state_dir, cc_id, self.clock.now_ms, detached_timeout_ms)
+            link_registry = open_link_registry(state_dir, cc_id, self.clock.now_ms, detached_timeout_ms,
+                                               variant_of(self.policy, "links"))
         self.endpoint = MqttEndpoint(
             self, client_id=self.client_id, topic=self.topic, gbids=self.gbids, brokers=brokers,
             link_registry=link_registry, outbox_path=state_dir / f"{self.runtime_id}.outbox.sqlite",

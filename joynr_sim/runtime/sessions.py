@@ -79,9 +79,11 @@ STEAL_CHECK_MAX_S = 1.0
 
 
 def open_link_registry(
-    state_dir: Path, cc_id: str, clock: Callable[[], int], detached_timeout_ms: int | None = None
+    state_dir: Path, cc_id: str, clock: Callable[[], int], detached_timeout_ms: int | None = None,
+    variant: str | None = None,
 ) -> LinkRegistry:
-    """The broker sessions a cluster controller persists, in ``<state_dir>/<cc id>.links.sqlite``."""
+    """The broker sessions a cluster controller persists, in ``<state_dir>/<cc id>.links.sqlite``;
+    ``variant``: a link-registry variant's name (``core.links.variants``), None for seed 004's rules."""
     state_dir.mkdir(parents=True, exist_ok=True)
     return LinkRegistry(
         store=SqliteLinkStore(state_dir / f"{cc_id}.links.sqlite", synchronous="OFF", group_commit=True),
