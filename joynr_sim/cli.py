@@ -30,6 +30,7 @@ from .brokers_console import add_parser as add_brokers_parser
 from .core.address import ADDRESS_TYPES
 from .core.policies import POLICIES, RUNTIME_KINDS
 from .core.routing import policy_matrix
+from .core.variants import RULE_SET_NAMES, VARIANTS
 from .explore.console import add_parser as add_explore_parser
 from .host.join.console import add_parser as add_host_parser
 from .host.process.event_loop import event_loop_choice
@@ -39,7 +40,8 @@ _CELL = {"replaced": "[green]replace[/]", "refused": "[red]refuse[/]", "merged":
 
 
 def cmd_policies(args: argparse.Namespace, console: Console) -> int:
-    names = [args.policy] if args.policy else list(POLICIES)
+    """The replace matrix of each policy, then the variants with the seed sentence each breaks."""
+    names = [args.policy] if args.policy in POLICIES else [] if args.policy else list(POLICIES)
     for name in names:
         policy = POLICIES[name]()
         for kind in RUNTIME_KINDS:
@@ -61,6 +63,16 @@ def cmd_policies(args: argparse.Namespace, console: Console) -> int:
                     ),
                 )
             console.print(table)
+    variants = [VARIANTS[args.policy]] if args.policy in VARIANTS else [] if args.policy else list(VARIANTS.values())
+    if variants:
+        table = Table(title="variants (a scenario keeps its own policy; the variant changes one part)",
+                      show_lines=True)
+        table.add_column("variant", no_wrap=True)  # a name to copy into guards or --policy
+        for column in ("behaviour", "breaks (seed)"):
+            table.add_column(column)
+        for v in variants:
+            table.add_row(v.name, escape(v.summary), escape(v.seed))
+        console.print(table)
     return 0
 
 
@@ -110,10 +122,11 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
     3 a run could not be set up, a write to it failed, or the checks could not run."""
     from .scenario.console import ALL_POLICIES, run_scenarios
 
-    if args.policy is not None and args.policy not in (*POLICIES, ALL_POLICIES):
+    if args.policy is not None and args.policy not in (*RULE_SET_NAMES, ALL_POLICIES):
         Console(stderr=True).print(
-            f"[red]joynr-sim run: --policy {escape(args.policy)!r} is unknown; choose one of "
-            f"{', '.join(POLICIES)} or {ALL_POLICIES}[/]", soft_wrap=True)
+            f"[red]joynr-sim run: --policy {escape(args.policy)!r} is unknown; choose a policy "
+            f"({', '.join(POLICIES)}), a variant (joynr-sim policies lists them) or {ALL_POLICIES}[/]",
+            soft_wrap=True)
         return 2
     try:
         hosts = _hosts(args.hosts)
@@ -125,14 +138,19 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
     except ValueError as exc:
         Console(stderr=True).print(f"[red]joynr-sim run: {escape(str(exc))}[/]", soft_wrap=True, highlight=False)
         return 2
+    if args.gcd_last_seen_timeout is not None and not 1 <= args.gcd_last_seen_timeout <= MAX_LAST_SEEN_MS:
+        Console(stderr=True).print(f"[red]joynr-sim run: --gcd-last-seen-timeout: expected 1 to {MAX_LAST_SEEN_MS} "
+                                   f"ms, got {args.gcd_last_seen_timeout}[/]", soft_wrap=True)
+        return 2
     return run_scenarios(args.paths, out=args.out, broker=args.broker, policy=args.policy,
                          seed=args.seed, gcd_store=args.gcd_store, console=console, report=args.report,
                          check=args.check, junit=args.junit, jobs=args.jobs, hosts=hosts,
                          join=(args.join, args.join_hosts, args.join_timeout) if args.join else None,
-                         network=args.network)
+                         network=args.network, gcd_last_seen_timeout_ms=args.gcd_last_seen_timeout)
 
 
 MAX_HOSTS = 1024
+MAX_LAST_SEEN_MS = 31_536_000_000  # a year, as the scenario format's bound
 
 
 def _hosts(text: str | None) -> int | str | None:
@@ -206,8 +224,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="joynr-sim", description=summary, epilog=exit_status.strip(),
                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("policies", help="print the replace matrix of each routing policy")
-    p.add_argument("--policy", choices=list(POLICIES), help="only this policy")
+    p = sub.add_parser("policies", help="print the replace matrix of each routing policy and the variants")
+    p.add_argument("--policy", choices=list(RULE_SET_NAMES), metavar="POLICY|VARIANT",
+                   help="only this policy or variant")
     p.set_defaults(func=cmd_policies)
     p = sub.add_parser("run", help="run scenarios: one run directory per scenario under --out")
     p.add_argument("paths", nargs="+", type=Path, metavar="PATH", help="scenario files or folders")
@@ -215,8 +234,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--network", metavar="|".join(NETWORKS),
                    help="memory: in-memory brokers and WebSockets in virtual time, one seed replays a run byte "
                    "for byte; amqtt or mosquitto: that real broker (default: what --broker says)")
-    p.add_argument("--policy", help=f"routing policy for every runtime: {', '.join(POLICIES)}; all: the "
-                   "policy matrix, every scenario under every policy into OUT/<policy>/ and OUT/matrix.json")
+    p.add_argument("--policy", help=f"routing policy for every runtime: {', '.join(POLICIES)}; or a variant "
+                   "(joynr-sim policies lists them), over each scenario's own policy; all: the policy matrix, "
+                   "every scenario under every policy and variant into OUT/<policy>/ and OUT/matrix.json")
+    p.add_argument("--gcd-last-seen-timeout", type=int, metavar="MS",
+                   help="switch the GCD's last-seen sweep on for every scenario: entries not seen for MS ms are "
+                   "removed and not returned by lookups (default: each scenario's gcd_last_seen_timeout_ms, else off)")
     p.add_argument("--out", type=Path, default=Path("runs"), help="where run directories go (default: runs/)")
     p.add_argument("--seed", type=int, help="seed for generated participant ids (default: random, in run.json)")
     p.add_argument("--gcd-store", help="GCD store: a postgresql:// URL (default: SQLite in the run directory)")

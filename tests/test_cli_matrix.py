@@ -11,6 +11,8 @@ from xml.etree import ElementTree
 import pytest
 
 from joynr_sim.cli import main
+from joynr_sim.core.variants import RULE_SET_NAMES
+from joynr_sim.scenario.run_inputs import run_folder
 
 LIBRARY = Path(__file__).resolve().parent.parent / "scenarios"
 
@@ -26,43 +28,53 @@ def library_copy(tmp_path: Path, *names: str, guards: dict[str, str] | None = No
     return folder
 
 
-@pytest.mark.e2e
 def test_policy_all_writes_the_matrix_and_exits_0(tmp_path, capsys):
+    """Every policy and every variant is a column, each run in its own folder (on the memory
+    network: the matrix is the same code on every network, test_memory_library compares them)."""
     folder = library_copy(tmp_path, "routing-entry-expires")
     out, junit = tmp_path / "runs", tmp_path / "junit.xml"
-    status = main(["run", str(folder), "--policy", "all", "--out", str(out), "--junit", str(junit), "--jobs", "4"])
+    status = main(["run", str(folder), "--policy", "all", "--out", str(out), "--junit", str(junit),
+                   "--network", "memory"])
     printed = capsys.readouterr().out
     assert status == 0, printed
-    assert "policy matrix" in printed and "held" in printed
+    assert "policy matrix" in printed and "precedence: held" in printed
     doc = json.loads((out / "matrix.json").read_text())
     cells = doc["scenarios"][0]["cells"]
-    assert doc["ok"] and set(cells) == {"precedence", "local-remote", "gcd-trust", "last-writer-wins"}
+    assert doc["ok"] and tuple(cells) == RULE_SET_NAMES
     assert cells["precedence"]["outcome"] == "held" and cells["last-writer-wins"]["outcome"] == "failed"
+    assert cells["routing:merge-takes-newer"]["expected"] == "fail"
+    assert cells["routing:merge-takes-newer"]["outcome"] == "failed"
     assert cells["last-writer-wins"]["detail"].startswith("step ")
-    for policy in cells:
-        assert (out / policy / "routing-entry-expires" / "run.json").is_file()
+    for column in cells:
+        assert (out / run_folder(column) / "routing-entry-expires" / "run.json").is_file()
     suite = ElementTree.parse(junit).getroot().find("testsuite")
-    assert (suite.get("tests"), suite.get("failures"), suite.get("errors")) == ("4", "0", "0")
+    assert (suite.get("tests"), suite.get("failures"), suite.get("errors")) == (str(len(RULE_SET_NAMES)), "0", "0")
 
 
-@pytest.mark.e2e
-def test_a_guard_that_holds_exits_1(tmp_path, capsys):
-    # routing-entry-expires holds under gcd-trust; claiming it guards against it is wrong
-    folder = library_copy(tmp_path, "routing-entry-expires", guards={
-        "guards: [local-remote, last-writer-wins]": "guards: [local-remote, gcd-trust, last-writer-wins]"})
+GUARDS = "guards: [gcd-trust, last-writer-wins, routing:merge-takes-newer]"
+
+
+@pytest.mark.parametrize("column", ["local-remote", "gcd:ignores-gbids"])
+def test_a_guard_that_holds_exits_1(tmp_path, capsys, column):
+    # routing-entry-expires holds under local-remote and every GCD variant; claiming it
+    # guards against one is wrong
+    folder = library_copy(tmp_path, "routing-entry-expires", guards={GUARDS: GUARDS[:-1] + f", {column}]"})
+    assert column in (folder / "routing-entry-expires.yaml").read_text()
     out, junit = tmp_path / "runs", tmp_path / "junit.xml"
-    assert main(["run", str(folder), "--policy", "all", "--out", str(out), "--junit", str(junit), "--jobs", "4"]) == 1
+    assert main(["run", str(folder), "--policy", "all", "--out", str(out), "--junit", str(junit),
+                 "--network", "memory"]) == 1
     doc = json.loads((out / "matrix.json").read_text())
-    bad = doc["scenarios"][0]["cells"]["gcd-trust"]
+    bad = doc["scenarios"][0]["cells"][column]
     assert (doc["ok"], bad["expected"], bad["outcome"], bad["ok"]) == (False, "fail", "held", False)
-    failure = ElementTree.parse(junit).getroot().find(".//testcase[@name='gcd-trust']/failure")
-    assert "must fail under gcd-trust" in failure.get("message")
+    failure = ElementTree.parse(junit).getroot().find(f".//testcase[@name='{column}']/failure")
+    assert f"must fail under {column}" in failure.get("message")
 
 
 @pytest.mark.parametrize("extra, words", [
     (["--policy", "all", "--jobs", "0"], "--jobs must be 1 to 16"),
     (["--policy", "all", "--report"], "--report goes with one policy"),
-    (["--policy", "everything"], "choose one of precedence, local-remote, gcd-trust, last-writer-wins or all"),
+    (["--policy", "everything"], "choose a policy (precedence, local-remote, gcd-trust, last-writer-wins), a variant"),
+    (["--gcd-last-seen-timeout", "0"], "--gcd-last-seen-timeout: expected 1 to 31536000000 ms, got 0"),
 ])
 def test_unusable_matrix_options_exit_2(tmp_path, capsys, extra, words):
     folder = library_copy(tmp_path, "routing-entry-expires")

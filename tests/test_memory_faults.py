@@ -15,8 +15,8 @@ import trace_schema
 from joynr_sim.faults import FaultProxy, Faults
 from joynr_sim.network.links import MemoryLink
 from joynr_sim.scenario import ScenarioError, parse_scenario
-from joynr_sim.scenario.console import check_inputs
 from joynr_sim.scenario.failure import StepFailed
+from joynr_sim.scenario.run_inputs import check_inputs
 from joynr_sim.scenario.runner import run_scenario
 from joynr_sim.scenario.steps import ScenarioRunner
 from joynr_sim.trace import TraceWriter, read_run

@@ -17,6 +17,7 @@ all`` the scenarios after it are not run), the checks could not run, or ``matrix
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from pathlib import Path
 
 from rich.console import Console
@@ -26,8 +27,7 @@ from rich.table import Table
 
 from brokers import BrokerSpecError, parse_broker, redact
 
-from ..core.policies import POLICIES
-from ..network import DEFAULT_BROKER, choose_network
+from ..core.variants import RULE_SET_NAMES
 from ..write_failure import WriteFailure
 from .loader import ScenarioError, load_scenarios
 from .matrix import (
@@ -41,11 +41,11 @@ from .matrix import (
     write_json,
 )
 from .model import Scenario
-from .rundir import RunDirError, check_run_dir
+from .run_inputs import check_inputs, check_junit_target, run_folder
+from .rundir import RunDirError
 from .runner import RunResult, StepOutcome, run_scenario
 
 EXIT_PASSED, EXIT_STEP_FAILED, EXIT_BAD_INPUT, EXIT_SETUP = 0, 1, 2, 3
-GCD_STORE_SCHEMES = ("postgresql://", "postgres://")
 
 REPORT_DIR = "report"  # --report writes OUT/report/
 ALL_POLICIES = "all"
@@ -69,12 +69,14 @@ def run_scenarios(
     join: tuple[str, int, float] | None = None,
     hosts: int | str | None = None,
     network: str | None = None,
+    gcd_last_seen_timeout_ms: int | None = None,
 ) -> int:
     """Run the scenarios under ``paths``; returns the exit status (see the module). With
     ``report``, the HTML report of the runs goes to ``out/report/`` and its index is printed,
     also when a step failed. ``policy`` ``"all"`` runs the policy matrix. ``join``: (run name,
     hosts, seconds to wait for them): the runtimes run on hosts that joined (``host.join``).
-    ``hosts`` and ``network``: see ``run_scenario``."""
+    ``hosts`` and ``network``: see ``run_scenario``. ``gcd_last_seen_timeout_ms`` switches the
+    GCD's last-seen sweep on in every scenario, over what a scenario says."""
     err = Console(stderr=True)
 
     def refuse(message: str) -> int:
@@ -88,10 +90,12 @@ def run_scenarios(
         return refuse(str(exc))
     if not scenarios:
         return refuse(f"no scenario files in {', '.join(map(str, paths))}")
+    if gcd_last_seen_timeout_ms is not None:
+        scenarios = [replace(s, gcd_last_seen_timeout_ms=gcd_last_seen_timeout_ms) for s in scenarios]
     matrix = policy == ALL_POLICIES
-    policies = list(POLICIES) if matrix else [policy]
+    policies = list(RULE_SET_NAMES) if matrix else [policy]
     problem = (check_inputs(scenarios, out=out, broker=broker, gcd_store=gcd_store,
-                            folders=list(POLICIES) if matrix else None, network=network)
+                            folders=[run_folder(p) for p in policies] if matrix else None, network=network)
                or (check_report_target(scenarios, out) if report else None)
                or (check_matrix_target(out) if matrix else None)
                or (check_junit_target(junit) if junit else None)
@@ -154,7 +158,6 @@ def run_scenarios(
 
 
 def _join_problem(join: tuple[str, int, float], broker: str | None, matrix: bool) -> str | None:
-    from brokers import BrokerSpecError, parse_broker
 
     from ..host.join.mqtt_channel import check_name
 
@@ -199,7 +202,8 @@ def _print_error(err: Console, result: RunResult) -> None:
 def _run_matrix(scenarios: list[Scenario], policies: list[str], out: Path, broker, seed, gcd_store,
                 console: Console, jobs: int, hosts: int | str | None, network: str | None = None
                 ) -> list[RunResult]:
-    """Every scenario under every policy, ``jobs`` runs at a time, into OUT/<policy>/."""
+    """Every scenario under every policy and variant, ``jobs`` runs at a time, into
+    OUT/<policy or variant>/ (``run_folder``)."""
     progress = Progress(TextColumn("[bold]policy matrix"), BarColumn(), MofNCompleteColumn(),
                         TextColumn("{task.description}"), TimeElapsedColumn(), console=console, transient=True)
     pairs = [(s, p) for p in policies for s in scenarios]
@@ -210,7 +214,7 @@ def _run_matrix(scenarios: list[Scenario], policies: list[str], out: Path, broke
 
         async def one(scenario: Scenario, policy: str) -> RunResult:
             async with gate:
-                result = await run_scenario(scenario, out / policy, policy=policy, broker=broker, seed=seed,
+                result = await run_scenario(scenario, out / run_folder(policy), policy=policy, broker=broker, seed=seed,
                                             gcd_store=gcd_store, hosts=hosts, network=network)
             progress.update(task, advance=1, description=escape(f"{scenario.name} ({policy})"))
             return result
@@ -240,35 +244,37 @@ def _check(cells: list[Cell], err: Console) -> int:
     return EXIT_PASSED
 
 
-def check_junit_target(junit: Path) -> str | None:
-    if junit.is_dir():
-        return f"--junit {junit} is a folder; give a file name"
-    if not junit.parent.is_dir():
-        return f"--junit {junit}: no such folder {junit.parent}"
-    return None
-
-
-_MARK = {"hold": "own", "fail": "guards", "any": ""}
 
 
 def _matrix_table(scenarios: list[Scenario], policies: list[str], cells: list[Cell]) -> Table:
-    """Rows scenarios, columns policies; a cell says held, the first failed step or the
-    violations; green when it ended as it must, red when not, plain when either is fine."""
+    """A row per scenario: its own policy's cell, each guarded policy's or variant's cell, and
+    the other columns counted (any of them that went wrong is named). Green: ended as it must;
+    red: did not. matrix.json has every cell."""
     by_key = {(c.scenario, c.policy): c for c in cells}
     table = Table(title="policy matrix (own: must hold; guards: must fail)", show_lines=True)
     table.add_column("scenario", overflow="fold")
-    for p in policies:
-        table.add_column(p, overflow="fold", max_width=40)
+    table.add_column("own policy", overflow="fold", max_width=40)
+    table.add_column("guards", overflow="fold", max_width=60)
+    table.add_column("other columns", overflow="fold", max_width=40)
+
+    def shown(c: Cell, whole: bool = False) -> str:
+        colour = "red" if not c.ok else ("green" if c.expected != "any" else "default")
+        text = c.text()
+        if not whole and c.ok and text.startswith("step "):  # failed as it must: where is enough
+            text = text.split(" '", 1)[0]
+        return f"[{colour}]{escape(c.policy)}: {escape(_clip(text))}[/]"
+
     for s in scenarios:
         row = [escape(s.name) + ("\n[dim]smoke[/]" if s.smoke else "")]
-        for p in policies:
-            c = by_key.get((s.name, p))
-            if c is None:
-                row.append("")
-                continue
-            colour = "red" if not c.ok else ("green" if c.expected != "any" else "default")
-            mark = f" [dim]({_MARK[c.expected]})[/]" if _MARK[c.expected] else ""
-            row.append(f"[{colour}]{escape(_clip(c.text()))}[/]{mark}")
+        mine = [by_key[(s.name, p)] for p in policies if (s.name, p) in by_key]
+        own = [c for c in mine if c.expected == "hold"]
+        guarded = [c for c in mine if c.expected == "fail"]
+        others = [c for c in mine if c.expected == "any"]
+        row.append("\n".join(shown(c, True) for c in own))
+        row.append("\n".join(shown(c) for c in guarded))
+        held = sum(c.outcome == "held" for c in others)
+        summary = f"{held} held, {len(others) - held} failed" if others else ""
+        row.append("\n".join([summary, *(shown(c, True) for c in others if not c.ok)]))
         table.add_row(*row)
     return table
 
@@ -301,46 +307,6 @@ def _write_report(results: list[RunResult], out: Path, console: Console, err: Co
         return EXIT_SETUP if isinstance(exc, WriteFailure) else status or EXIT_SETUP
     console.print(f"report: {escape(str(written.index))}", soft_wrap=True, highlight=False)
     return status
-
-
-def check_inputs(scenarios: list[Scenario], *, out: Path, broker: str | None, gcd_store: str | None,
-                 folders: list[str] | None = None, network: str | None = None) -> str | None:
-    """The first problem with the options or the scenarios' broker choices, as one line;
-    ``folders``: the run directories go to ``out/<folder>/`` (the matrix's policies)."""
-    from .model import MEMORY_ONLY_STEPS
-    names = [s.name for s in scenarios]
-    if len(set(names)) != len(names):
-        dup = sorted({n for n in names if names.count(n) > 1})
-        return f"two scenarios are named {', '.join(dup)}; each needs its own run directory"
-    if gcd_store is not None and not gcd_store.startswith(GCD_STORE_SCHEMES):
-        return f"--gcd-store: expected a postgresql:// URL, got {redact(gcd_store)!r}"
-    if broker is not None:
-        try:
-            parse_broker(broker)
-        except BrokerSpecError as exc:
-            return f"--{exc}"
-    for s in scenarios:
-        try:
-            spec = parse_broker(broker or s.broker, s.backends)
-        except BrokerSpecError as exc:
-            where = "--broker" if broker else "broker"
-            return f"{s.path or s.name}: {where}: {str(exc).removeprefix('broker: ')}"
-        if network is not None:
-            try:  # a scenario's own broker choice is the default --network overrides, unless external
-                choose_network(network, broker or (s.broker if spec.kind == "external" else DEFAULT_BROKER))
-            except ValueError as exc:
-                return f"{s.path or s.name}: --{exc}"
-        # TCP delivers once and in order: refused here, not at the step after the set-up
-        memory_only = next((st for st in s.steps if st.kind in MEMORY_ONLY_STEPS), None)
-        if memory_only is not None and network != "memory":
-            return f"{s.path or s.name}: step {memory_only.index} {memory_only.kind} needs --network memory"
-    try:
-        for folder in folders or [None]:
-            for s in scenarios:
-                check_run_dir(out / folder if folder else out, s.name)
-    except RunDirError as exc:
-        return str(exc)
-    return None
 
 
 def _run_one(scenario: Scenario, out: Path, broker, policy, seed, gcd_store, console: Console,

@@ -272,6 +272,7 @@ def parse_scenario(text: str, path: str | os.PathLike[str] = "<string>") -> Scen
         policy=data["policy"],
         guards=tuple(data["guards"] or ()),
         smoke=data["smoke"],
+        gcd_last_seen_timeout_ms=data.get("gcd_last_seen_timeout_ms"),
         broker=data["broker"],
         backends=tuple(data["backends"]),
         runtimes=tuple(

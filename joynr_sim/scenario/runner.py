@@ -42,6 +42,7 @@ from brokers import BrokerError, BrokerSpecError, MosquittoNotFound, parse_broke
 from brokers.promises import declared
 
 from ..core.ids import ids_seeded, seeded_ids
+from ..core.variants import rule_set
 from ..network import MEMORY, check_network, virtual_loop
 from ..network.virtual_loop import on_virtual_time
 from ..simulation import Simulation
@@ -244,7 +245,9 @@ async def run_scenario(
             elif scenario.fleet:
                 hosts = fleet_hosts(scenario.fleet, hosts)
             sim = Simulation(run_dir, gbids=list(scenario.backends), broker=broker, network=network,
-                             policy=result.policy, run_id=result.run_id, seed=seed, gcd_store=gcd_store,
+                             policy=rule_set(scenario.policy, result.policy),
+                             gcd_last_seen_timeout_ms=scenario.gcd_last_seen_timeout_ms,
+                             run_id=result.run_id, seed=seed, gcd_store=gcd_store,
                              hosts=hosts,
                              broker_autosave=scenario.fleet.broker_autosave if scenario.fleet else None,
                              **(joined or {"faults": scenario.fleet is None}))
