@@ -116,11 +116,24 @@ def test_old_add_replaces_only_the_own_gbid(gcd):
 def test_old_add_with_one_malformed_entry_stores_nothing(gcd):
     gcd.add(entry("p0"), ["GBID2"])
     before = rows(gcd)
-    bad = entry("p2", address=ChannelAddress("http://bounceproxy", "ch"))
+    bad = entry("p2", address=WebSocketClientAddress("client-1"))
     with pytest.raises(InvalidDiscoveryEntry) as info:
         gcd.add_old([entry("p1"), bad])
     assert info.value.field == "address"
     assert rows(gcd) == before
+
+
+def test_old_add_registers_a_channel_address_in_own_gbid_as_sent(gcd, gcd2):
+    """Seed 001: the old add registers in the own GBID; "In case of Mqtt, replace the
+    brokerUri": an old cluster controller on joynr's HTTP transport sends a ChannelAddress,
+    which names no backend and is kept. Its channel id is the cluster controller id."""
+    channel = ChannelAddress("http://bounceproxy/", "old-cc")
+    assert gcd2.add_old([entry("p1", address=channel)]) == [AddResult("p1", ("GBID2",), ())]
+    assert rows(gcd) == {("p1", "GBID2"): entry(address=channel)}
+    assert gcd2.lookup_participant_old("p1").address == channel
+    assert gcd.lookup_domains(["domain1"], "interface1", ["GBID1", "GBID2"]) == [entry(address=channel)]
+    assert gcd.touch("old-cc") == [("p1", "GBID2")]
+    assert gcd.remove_stale("old-cc", NOW + 1) == [("p1", "GBID2")]
 
 
 @pytest.mark.parametrize("topic", ["cc1/deeper", "$SYS", "cc+", "cc#"])
@@ -213,18 +226,18 @@ def test_add_example_e_ii_unknown_gbid_changes_nothing(gcd, populated, gbids):
 
 
 def test_gbids_are_checked_before_the_entry(gcd):
-    bad = entry(address=ChannelAddress("http://bounceproxy", "ch"))
+    bad = entry(address=WebSocketClientAddress("client-1"))
     assert error_of(gcd.add, bad, []) is DiscoveryError.INVALID_GBID
     assert error_of(gcd.add, {"participantId": "p1"}, ["nope"]) is DiscoveryError.UNKNOWN_GBID
 
 
 @pytest.mark.parametrize(
     "address",
-    [ChannelAddress("http://bounceproxy", "ch"), WebSocketClientAddress("client-1"),
+    [ChannelAddress("http://bounceproxy", ""), WebSocketClientAddress("client-1"),
      MqttAddress("GBID1", "")],
-    ids=["channel", "websocket-client", "empty-topic"],
+    ids=["channel-without-id", "websocket-client", "empty-topic"],
 )
-def test_add_rejects_a_non_mqtt_address_and_changes_nothing(gcd, populated, address):
+def test_add_rejects_a_non_global_address_and_changes_nothing(gcd, populated, address):
     with pytest.raises(InvalidDiscoveryEntry) as info:
         gcd.add(entry("p9", address=address), ["GBID1"])
     assert info.value.field.startswith("address")

@@ -15,7 +15,7 @@ import psycopg
 import pytest
 
 from gcd_helpers import POSTGRES_URL, open_postgres
-from joynr_sim.core.address import MqttAddress
+from joynr_sim.core.address import ChannelAddress, MqttAddress
 from joynr_sim.core.discovery import GlobalDiscoveryEntry, ProviderQos, Version
 from joynr_sim.core.gcd_store import GcdRow, InMemoryGcdStore
 from joynr_sim.store.gcd_store import PostgresGcdStore, SqliteGcdStore, open_gcd_store
@@ -50,6 +50,20 @@ def test_put_and_read_back(store):
         tx.put(r)
     assert store.all_rows() == [r]
     assert r.cluster_controller_id == "cc1" and r.key == ("p1", "GBID1")
+
+
+def test_a_channel_address_row_keeps_its_address_and_names_its_cluster_controller(store):
+    """An old cluster controller on joynr's HTTP transport registers a ChannelAddress: it names
+    no backend, so the row keeps it as sent; its channel id is the cluster controller id."""
+    channel = row()
+    channel = GcdRow(channel.entry.with_address(ChannelAddress("http://bounceproxy/", "cc-http")), "GBID2")
+    with store.transaction(write=True) as tx:
+        tx.put(channel)
+    assert store.all_rows() == [channel]
+    with store.transaction() as tx:
+        assert tx.rows_for_cluster_controller("cc-http") == [channel]
+    with pytest.raises(ValueError):
+        GcdRow(row().entry, "GBID2")  # an MqttAddress must carry the row's GBID
 
 
 def test_put_replaces_the_row_of_the_same_participant_and_gbid(store):
@@ -152,7 +166,7 @@ def test_sqlite_file_is_shared_across_processes(tmp_path):
     with store.transaction(write=True) as tx:
         tx.put(row("p1"))
     script = textwrap.dedent(f"""
-        from joynr_sim.core.address import MqttAddress
+        from joynr_sim.core.address import ChannelAddress, MqttAddress
         from joynr_sim.core.gcd import GlobalCapabilitiesDirectory
         from joynr_sim.store.gcd_store import open_gcd_store
         gcd = GlobalCapabilitiesDirectory(open_gcd_store({path!r}), own_gbid="GBID2",

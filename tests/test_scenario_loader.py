@@ -306,7 +306,7 @@ def test_gcd_backends_model(tmp_path: Path) -> None:
     # the link faults and background calls have their own tests (test_scenario_faults.py,
     # test_memory_faults.py), so do the subscription steps (test_scenario_subscriptions.py)
     new = {"partition", "blackhole", "delay", "duplicate", "reorder", "clock_skew", "start_calls", "await_calls",
-           "subscribe", "unsubscribe", "publish", "expect_publications"}
+           "subscribe", "unsubscribe", "publish", "expect_publications", "gcd_call"}
     assert kinds == set(STEP_KINDS) - {"crash", "advance", "expect_gcd", "expect_calls"} - new
     direct = s.steps[2].args
     assert (direct["participant"], direct["domain"]) == ("@counter", None)
@@ -483,3 +483,21 @@ def test_list_broken_file_exits_1(tmp_path: Path, capsys: pytest.CaptureFixture[
 def test_list_missing_path(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     code, out, err = _list(capsys, monkeypatch, str(tmp_path / "nope"))
     assert code == 2 and "no such file or folder" in err
+
+
+def test_schema_guards_are_the_policies_and_variants() -> None:
+    """An editor offers what the loader accepts: the guards enum is the registry's rule sets."""
+    from joynr_sim.core.variants import RULE_SET_NAMES
+
+    schema = json.loads(SCHEMA_PATH.read_text())
+    assert tuple(schema["properties"]["guards"]["items"]["enum"]) == RULE_SET_NAMES
+
+
+def test_the_last_seen_timeout_reaches_the_scenario(tmp_path: Path) -> None:
+    text = (Path("scenarios/gcd-touch-keeps-entries-fresh.yaml")).read_text()
+    path = tmp_path / "s.yaml"
+    path.write_text(text + "gcd_last_seen_timeout_ms: 5000\n")
+    assert load_scenario(path).gcd_last_seen_timeout_ms == 5000
+    path.write_text(text + "gcd_last_seen_timeout_ms: 0\n")
+    with pytest.raises(ScenarioError, match="gcd_last_seen_timeout_ms"):
+        load_scenario(path)

@@ -2,8 +2,10 @@
 
 One instance serves one backend (its own GBID) and shares its store with the instances
 of every other backend, so all of them know all providers. The store holds one row per
-(participantId, GBID); a row's address is always ``MqttAddress(<its GBID>, <topic>)``
-whatever the caller sent, and the topic is the cluster controller id of the provider.
+(participantId, GBID); a row's MqttAddress is always ``MqttAddress(<its GBID>, <topic>)``
+whatever the caller sent, and the topic is the cluster controller id of the provider. A
+ChannelAddress (joynr's HTTP transport, which old cluster controllers may still use) names
+no backend and is stored as sent; its channel id is the cluster controller id.
 
 Methods with a ``gbids`` parameter are the new interface (GlobalCapabilitiesDirectory.fidl
 0.3): they raise ``DiscoveryErrorException`` carrying a modeled ``DiscoveryError``. The
@@ -12,44 +14,47 @@ raise a modeled error; where joynr answers with a generic failure (old participa
 that finds nothing) they raise ``ProviderRuntimeException``.
 
 Checks run before anything is read or written: first the GBID list (left to right), then
-the other arguments. A malformed discovery entry, including one whose address is not an
-MqttAddress (the GCD keeps backends apart by the MQTT broker URI, so any other address
-type has no place here), raises ``InvalidDiscoveryEntry`` (a ValueError naming the field):
-no modeled GcdError fits, so the GCD service answers it as a ProviderRuntimeException with
-that message. Other malformed arguments raise ``InvalidDiscoveryArgument``.
+the other arguments. A malformed discovery entry, including one whose address is neither
+an MqttAddress nor a ChannelAddress (joynr's GCD refuses the other types: they are not
+global), raises ``InvalidDiscoveryEntry`` (a ValueError naming the field): no modeled
+GcdError fits, so the GCD service answers it as a ProviderRuntimeException with that
+message. Other malformed arguments raise ``InvalidDiscoveryArgument``.
 
 Every call runs in one transaction of its store (any ``GcdStore``, see
 ``joynr_sim.core.gcd_store``; the GCD service gives it SQLite or PostgreSQL): a rejected
 call changes nothing. A row whose expiry date lies before ``clock()`` is treated as absent
 by every call (it is never returned, removed, touched or counted as registered) until
-``purge_expired`` deletes it.
+``purge_expired`` deletes it. With a last-seen timeout, a row last seen longer ago is
+outdated: lookups treat it as absent (seed 001: such entries "are not returned as result
+of a lookup request") until ``purge_not_seen_since`` deletes it.
 
 Lookups return one entry per participantId, the "best" of the selected GBIDs: the own
 GBID when the provider is registered there, else the first selected GBID (in the
 caller's order) where it is.
+
+``variant`` names one of ``core.gcd_variants``: the GCD then breaks that one rule.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from .address import MqttAddress
+from . import gcd_variants as v
 from .discovery import (
     DEFAULT_EXPIRY_MS,
     DiscoveryError,
     DiscoveryErrorException,
     GlobalDiscoveryEntry,
     InvalidDiscoveryArgument,
-    InvalidDiscoveryEntry,
     ProviderRuntimeException,
     check_str,
     check_str_list,
     validate_gbids,
 )
+from .gcd_rules import alive, check_entry, check_int, own_first, picks, row_in, seen_since, select_gbids
 from .gcd_store import GcdRow, GcdStore, GcdTransaction, RowKey
-from .limits import InvalidField, check_unicast_topic
 
 DEFAULT_GBID = "joynrdefaultgbid"
 
@@ -77,6 +82,8 @@ class GlobalCapabilitiesDirectory:
         known_gbids: Sequence[str] | None = None,
         clock: Callable[[], int] | None = None,
         default_expiry_ms: int = DEFAULT_EXPIRY_MS,
+        last_seen_timeout_ms: int | None = None,
+        variant: str | None = None,
     ) -> None:
         if not callable(getattr(store, "transaction", None)):
             raise TypeError(f"store: a GcdStore is required, got {store!r}")
@@ -94,11 +101,24 @@ class GlobalCapabilitiesDirectory:
             raise InvalidDiscoveryArgument(
                 "default_expiry_ms", f"expected a positive int, got {default_expiry_ms!r}"
             )
+        if last_seen_timeout_ms is not None and check_int(last_seen_timeout_ms, "last_seen_timeout_ms") <= 0:
+            raise InvalidDiscoveryArgument(
+                "last_seen_timeout_ms", f"expected a positive int, got {last_seen_timeout_ms}")
+        if variant is not None and variant not in v.GCD_VARIANT_NAMES:
+            raise InvalidDiscoveryArgument("variant", f"no GCD variant {variant!r}; known: {v.GCD_VARIANT_NAMES}")
         self.store = store
         self.own_gbid = own_gbid
         self.known_gbids = known
         self.clock = clock
         self.default_expiry_ms = default_expiry_ms
+        self.last_seen_timeout_ms = last_seen_timeout_ms
+        self.variant = variant
+
+    def _selected(self, gbids: Any) -> tuple[str, ...]:
+        return select_gbids(gbids, self.known_gbids, self.own_gbid, checked=self.variant != v.NO_GBID_ERRORS)
+
+    def _everywhere(self) -> tuple[str, ...]:
+        return own_first(self.own_gbid, self.known_gbids)
 
     # -- add -------------------------------------------------------------------------------
 
@@ -106,8 +126,10 @@ class GlobalCapabilitiesDirectory:
         self, entry: GlobalDiscoveryEntry | Mapping[str, Any], gbids: Sequence[str]
     ) -> AddResult:
         """Register ``entry`` in each listed GBID; rows in unlisted GBIDs are kept."""
-        selected = validate_gbids(gbids, self.known_gbids)
-        checked = _check_entry(entry)
+        selected = self._selected(gbids)
+        checked = check_entry(entry)
+        if self.variant == v.IGNORES_GBIDS:
+            selected = self._everywhere()
         with self.store.transaction(write=True) as tx:
             return self._put(tx, checked, selected)
 
@@ -120,18 +142,18 @@ class GlobalCapabilitiesDirectory:
         if not isinstance(entries, (list, tuple)):
             raise InvalidDiscoveryArgument(
                 "entries", f"expected a list of entries, got {entries!r}")
-        checked = [_check_entry(e) for e in entries]
+        checked = [check_entry(e) for e in entries]
+        gbids = self._everywhere() if self.variant == v.IGNORES_GBIDS else (self.own_gbid,)
         with self.store.transaction(write=True) as tx:
-            return [self._put(tx, e, (self.own_gbid,)) for e in checked]
+            return [self._put(tx, e, gbids) for e in checked]
 
     def _put(
         self, tx: GcdTransaction, entry: GlobalDiscoveryEntry, gbids: tuple[str, ...]
     ) -> AddResult:
         now = self.clock()
-        existing = {r.gbid for r in tx.rows_for_participant(entry.participant_id) if _alive(r, now)}
-        topic = entry.address.topic  # type: ignore[union-attr]
+        existing = {r.gbid for r in tx.rows_for_participant(entry.participant_id) if alive(r, now)}
         for gbid in gbids:
-            tx.put(GcdRow(entry.with_address(MqttAddress(gbid, topic)), gbid))
+            tx.put(row_in(entry, gbid))
         return AddResult(
             entry.participant_id,
             tuple(g for g in gbids if g not in existing),
@@ -148,9 +170,9 @@ class GlobalCapabilitiesDirectory:
         Nothing in the selected GBIDs but something in others: NO_ENTRY_FOR_SELECTED_BACKENDS;
         nothing anywhere: an empty list.
         """
-        selected = validate_gbids(gbids, self.known_gbids)
+        selected = self._selected(gbids)
         found, elsewhere = self._lookup_domains(domains, interface_name, selected)
-        if not found and elsewhere:
+        if not found and (elsewhere or self.variant == v.EMPTY_LOOKUP_ERROR):
             raise DiscoveryErrorException(
                 DiscoveryError.NO_ENTRY_FOR_SELECTED_BACKENDS,
                 f"{interface_name!r} in {list(domains)!r} is registered only outside "
@@ -169,63 +191,61 @@ class GlobalCapabilitiesDirectory:
     ) -> tuple[list[GlobalDiscoveryEntry], bool]:
         domains = check_str_list(domains, "domains")
         check_str(interface_name, "interface_name")
-        now = self.clock()
         with self.store.transaction() as tx:
-            rows = [r for r in tx.rows_for_interface(domains, interface_name) if _alive(r, now)]
+            rows = self._visible(tx.rows_for_interface(domains, interface_name))
         by_participant: dict[str, list[GcdRow]] = {}
         for row in rows:
             by_participant.setdefault(row.participant_id, []).append(row)
         found = []
         for participant_id in sorted(by_participant):
-            best = self._best(by_participant[participant_id], selected)
-            if best is not None:
-                found.append(best.entry)
+            found.extend(r.entry for r in self._picks(by_participant[participant_id], selected))
         return found, bool(rows)
 
     def lookup_participant(self, participant_id: str, gbids: Sequence[str]) -> GlobalDiscoveryEntry:
-        selected = validate_gbids(gbids, self.known_gbids)
+        selected = self._selected(gbids)
         check_str(participant_id, "participant_id")
-        rows = self._alive_rows_for(participant_id)
+        rows = self._visible_rows_for(participant_id)
         if not rows:
             raise DiscoveryErrorException(
                 DiscoveryError.NO_ENTRY_FOR_PARTICIPANT, f"participant_id {participant_id!r}"
             )
-        best = self._best(rows, selected)
-        if best is None:
+        best = self._picks(rows, selected)
+        if not best:
             raise DiscoveryErrorException(
                 DiscoveryError.NO_ENTRY_FOR_SELECTED_BACKENDS,
                 f"participant_id {participant_id!r} is registered only in "
                 f"{[r.gbid for r in rows]!r}, not in {list(selected)!r}",
             )
-        return best.entry
+        return best[0].entry
 
     def lookup_participant_old(self, participant_id: str) -> GlobalDiscoveryEntry:
         """Old lookup: the entry in the own GBID, else ProviderRuntimeException."""
         check_str(participant_id, "participant_id")
-        rows = self._alive_rows_for(participant_id)
-        best = self._best(rows, (self.own_gbid,))
-        if best is None:
+        rows = self._visible_rows_for(participant_id)
+        best = self._picks(rows, (self.own_gbid,))
+        if not best:
             # The old interface has no modeled errors; joynr names the DiscoveryError in the
             # message of the ProviderRuntimeException instead.
             error = DiscoveryError.NO_ENTRY_FOR_SELECTED_BACKENDS if rows else DiscoveryError.NO_ENTRY_FOR_PARTICIPANT
             raise ProviderRuntimeException(
                 f"{error.value}: no entry for participant {participant_id!r} in backend {self.own_gbid!r}"
             )
-        return best.entry
+        return best[0].entry
 
-    def _alive_rows_for(self, participant_id: str) -> list[GcdRow]:
-        now = self.clock()
+    def _visible_rows_for(self, participant_id: str) -> list[GcdRow]:
         with self.store.transaction() as tx:
-            return [r for r in tx.rows_for_participant(participant_id) if _alive(r, now)]
+            return self._visible(tx.rows_for_participant(participant_id))
 
-    def _best(self, rows: Iterable[GcdRow], selected: tuple[str, ...]) -> GcdRow | None:
-        by_gbid = {r.gbid: r for r in rows if r.gbid in selected}
-        if self.own_gbid in by_gbid:
-            return by_gbid[self.own_gbid]
-        for gbid in selected:
-            if gbid in by_gbid:
-                return by_gbid[gbid]
-        return None
+    def _visible(self, rows: list[GcdRow]) -> list[GcdRow]:
+        """The rows a lookup may return: not expired and, with a last-seen timeout, not outdated."""
+        now = self.clock()
+        timeout = None if self.variant == v.RETURNS_OUTDATED else self.last_seen_timeout_ms
+        return [r for r in rows if alive(r, now) and seen_since(r, now, timeout)]
+
+    def _picks(self, rows: list[GcdRow], selected: tuple[str, ...]) -> list[GcdRow]:
+        if self.variant == v.IGNORES_GBIDS:
+            selected = self._everywhere()
+        return picks(rows, selected, self.own_gbid, per_gbid=self.variant == v.ENTRY_PER_GBID)
 
     # -- remove ----------------------------------------------------------------------------
 
@@ -235,12 +255,16 @@ class GlobalCapabilitiesDirectory:
         A listed GBID without a row: NO_ENTRY_FOR_SELECTED_BACKENDS (nothing is removed);
         no row at all: NO_ENTRY_FOR_PARTICIPANT.
         """
-        selected = validate_gbids(gbids, self.known_gbids)
+        selected = self._selected(gbids)
         check_str(participant_id, "participant_id")
         now = self.clock()
         with self.store.transaction(write=True) as tx:
-            registered = {r.gbid for r in tx.rows_for_participant(participant_id) if _alive(r, now)}
-            if not registered:
+            registered = [r.gbid for r in tx.rows_for_participant(participant_id) if alive(r, now)]
+            if self.variant == v.REMOVE_ALL_GBIDS:
+                selected = tuple(registered)  # and, as the old remove, nothing there is no error
+            elif self.variant == v.IGNORES_GBIDS and registered:
+                selected = tuple(registered)
+            if not registered and self.variant != v.REMOVE_ALL_GBIDS:
                 raise DiscoveryErrorException(
                     DiscoveryError.NO_ENTRY_FOR_PARTICIPANT, f"participant_id {participant_id!r}"
                 )
@@ -259,12 +283,13 @@ class GlobalCapabilitiesDirectory:
         if isinstance(participant_ids, str):
             participant_ids = [participant_ids]
         ids = check_str_list(participant_ids, "participant_ids")
+        everywhere = self.variant in (v.REMOVE_ALL_GBIDS, v.IGNORES_GBIDS)
         now = self.clock()
         removed: list[RowKey] = []
         with self.store.transaction(write=True) as tx:
             for participant_id in dict.fromkeys(ids):
                 for row in tx.rows_for_participant(participant_id):
-                    if row.gbid == self.own_gbid and _alive(row, now):
+                    if (everywhere or row.gbid == self.own_gbid) and alive(row, now):
                         tx.delete(row.key)
                         removed.append(row.key)
         return removed
@@ -272,12 +297,14 @@ class GlobalCapabilitiesDirectory:
     def remove_stale(self, cluster_controller_id: str, max_last_seen_date_ms: int) -> list[RowKey]:
         """Remove the cluster controller's rows (every GBID) last seen before the bound."""
         check_str(cluster_controller_id, "cluster_controller_id")
-        _check_int(max_last_seen_date_ms, "max_last_seen_date_ms")
+        check_int(max_last_seen_date_ms, "max_last_seen_date_ms")
+        if self.variant == v.NO_REMOVE_STALE:
+            return []
         now = self.clock()
         removed: list[RowKey] = []
         with self.store.transaction(write=True) as tx:
             for row in tx.rows_for_cluster_controller(cluster_controller_id):
-                if _alive(row, now) and row.entry.last_seen_date_ms < max_last_seen_date_ms:
+                if alive(row, now) and row.entry.last_seen_date_ms < max_last_seen_date_ms:
                     tx.delete(row.key)
                     removed.append(row.key)
         return removed
@@ -296,17 +323,21 @@ class GlobalCapabilitiesDirectory:
         check_str(cluster_controller_id, "cluster_controller_id")
         wanted = None if participant_ids is None else set(
             check_str_list(participant_ids, "participant_ids"))
+        if wanted is None and self.variant == v.OLD_TOUCH_IGNORED:
+            return []
+        extend = self.variant != v.TOUCH_KEEPS_EXPIRY
         now = self.clock()
         touched: list[RowKey] = []
         with self.store.transaction(write=True) as tx:
             for row in tx.rows_for_cluster_controller(cluster_controller_id):
-                if not _alive(row, now):
+                if not alive(row, now):
                     continue
                 if wanted is None:
                     entry = replace(row.entry, last_seen_date_ms=now)
                 elif row.participant_id in wanted:
-                    entry = replace(row.entry, last_seen_date_ms=now,
-                                    expiry_date_ms=now + self.default_expiry_ms)
+                    entry = replace(row.entry, last_seen_date_ms=now)
+                    if extend:
+                        entry = replace(entry, expiry_date_ms=now + self.default_expiry_ms)
                 else:
                     continue
                 tx.put(GcdRow(entry, row.gbid))
@@ -322,36 +353,6 @@ class GlobalCapabilitiesDirectory:
     def purge_not_seen_since(self, bound_ms: int) -> list[RowKey]:
         """Delete every row last seen (added or touched) before ``bound_ms``: seed 001's
         cleanup of entries whose cluster controller stopped refreshing them."""
-        _check_int(bound_ms, "bound_ms")
+        check_int(bound_ms, "bound_ms")
         with self.store.transaction(write=True) as tx:
             return tx.delete_last_seen_before(bound_ms)
-
-
-def _alive(row: GcdRow, now: int) -> bool:
-    return row.entry.expiry_date_ms >= now
-
-
-def _check_int(value: Any, field: str) -> int:
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise InvalidDiscoveryArgument(field, f"expected int, got {value!r}")
-    return value
-
-
-def _check_entry(entry: Any) -> GlobalDiscoveryEntry:
-    """A GlobalDiscoveryEntry (or its wire form) with a usable MqttAddress."""
-    if isinstance(entry, Mapping):
-        entry = GlobalDiscoveryEntry.from_wire(entry)
-    if not isinstance(entry, GlobalDiscoveryEntry):
-        raise InvalidDiscoveryEntry("entry", f"expected a GlobalDiscoveryEntry, got {entry!r}")
-    address = entry.address
-    if not isinstance(address, MqttAddress):
-        raise InvalidDiscoveryEntry(
-            "address", f"expected an MqttAddress, got {type(address).__name__} {address!r}"
-        )
-    if address.topic == "":
-        raise InvalidDiscoveryEntry("address.topic", "empty; it names the cluster controller")
-    try:  # a consumer's cluster controller publishes to <topic>/low: one level, as the grants allow
-        check_unicast_topic(address.topic, "address.topic")
-    except InvalidField as exc:
-        raise InvalidDiscoveryEntry("address.topic", str(exc).partition(": ")[2]) from None
-    return entry

@@ -17,7 +17,7 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from typing import Protocol
 
-from .address import MqttAddress
+from .address import ChannelAddress, MqttAddress
 from .discovery import GlobalDiscoveryEntry
 
 RowKey = tuple[str, str]  # (participantId, GBID)
@@ -27,8 +27,9 @@ RowKey = tuple[str, str]  # (participantId, GBID)
 class GcdRow:
     """One registration of a provider in one backend.
 
-    ``entry.address`` is an MqttAddress whose broker_uri is ``gbid``; the cluster
-    controller id is the topic of that address.
+    ``entry.address`` is an MqttAddress whose broker_uri is ``gbid`` (the cluster controller
+    id is its topic), or a ChannelAddress of joynr's HTTP transport, which names no backend
+    (the cluster controller id is its channel id).
     """
 
     entry: GlobalDiscoveryEntry
@@ -36,9 +37,11 @@ class GcdRow:
 
     def __post_init__(self) -> None:
         address = self.entry.address
+        if isinstance(address, ChannelAddress):
+            return
         if not isinstance(address, MqttAddress) or address.broker_uri != self.gbid:
             raise ValueError(
-                f"row address must be MqttAddress({self.gbid!r}, ...), got {address!r}")
+                f"row address must be MqttAddress({self.gbid!r}, ...) or a ChannelAddress, got {address!r}")
 
     @property
     def participant_id(self) -> str:
@@ -46,7 +49,10 @@ class GcdRow:
 
     @property
     def cluster_controller_id(self) -> str:
-        return self.entry.address.topic  # type: ignore[union-attr]
+        address = self.entry.address
+        if isinstance(address, ChannelAddress):
+            return address.channel_id
+        return address.topic  # type: ignore[union-attr]
 
     @property
     def key(self) -> RowKey:

@@ -35,6 +35,7 @@ from ..core.gcd import GCD_INTERFACE, GCD_PARTICIPANT_ID, GCD_TOPIC, GlobalCapab
 from ..core.links import LinkRegistry
 from ..core.node import GcdNode
 from ..core.routing import RoutingEntry
+from ..core.variants import variant_of
 from ..store.gcd_store import open_gcd_store
 from .base import FOREVER_MS, Runtime, offer_route
 from .mqtt_endpoint import BrokerDirectory, MqttEndpoint
@@ -184,7 +185,8 @@ class GcdService(Runtime):
 class GcdStorePort(Port):
     """The GCD's store, on one worker thread of the instance, and the provider over it; its
     periodic purge of expired entries and, with a last-seen timeout, the sweep of entries
-    whose cluster controller stopped touching them."""
+    whose cluster controller stopped touching them (lookups skip those at once, the sweep
+    deletes them at its next round). The run's GCD variant, if any, is the logic's."""
 
     def __init__(self, service: GcdService, known_gbids: list[str], store_url: str,
                  last_seen_timeout_ms: int | None, sweep_interval_ms: int) -> None:
@@ -209,7 +211,8 @@ class GcdStorePort(Port):
         self._store = open_gcd_store(self.store_url, table_prefix=prefix)
         self._gcd = GlobalCapabilitiesDirectory(
             store=self._store, own_gbid=self.service.gbid, known_gbids=self.known_gbids,
-            clock=self.service.clock.now_ms,
+            clock=self.service.clock.now_ms, last_seen_timeout_ms=self.last_seen_timeout_ms,
+            variant=variant_of(self.service.policy, "gcd"),
         )
 
     async def start(self) -> None:

@@ -47,13 +47,14 @@ STEP_KINDS = (
     *RUNTIME_STEPS, *BROKER_STEPS,
     "cut", *LINK_FAULT_STEPS, "heal", "clock_skew", "advance", "wait",
     "expect_route", "expect_gcd", "add_route", "expect_calls",
-    "start_calls", "await_calls",
+    "start_calls", "await_calls", "gcd_call",
 )
 # The steps that check something: a scenario needs at least one. ``wait`` is not one, it
 # only waits; a call checks that it is answered as expected; register and proxy check
 # only when they expect an error (CHECKING_WHEN_EXPECTING).
-CHECKING_STEPS = ("expect_route", "expect_gcd", "call", "expect_calls", "await_calls", "expect_publications")
-CHECKING_WHEN_EXPECTING = ("register", "proxy", "subscribe")
+CHECKING_STEPS = ("expect_route", "expect_gcd", "gcd_call", "call", "expect_calls", "await_calls",
+                  "expect_publications")
+CHECKING_WHEN_EXPECTING = ("register", "unregister", "proxy", "subscribe")
 
 REF_PREFIX = "@"
 
@@ -178,6 +179,8 @@ class Step:
             return f"expect route {_describe('route', a)}"
         if k == "expect_gcd":
             return f"expect gcd {_describe('gcd', a)}"
+        if k == "gcd_call":
+            return f"gcd call {a['method']} from {a['runtime']} to {a['gbid'] or 'its default backend'}"
         if k == "add_route":
             return f"add route {a['participant']} on {a['runtime']} -> {a['address']['type']}"
         return k  # pragma: no cover - the loader admits no other kind
@@ -214,6 +217,8 @@ class Scenario:
     path: Path | None = None
     # A fleet scenario: populations, load and waves instead of runtimes and steps.
     fleet: Fleet | None = None
+    # The GCD's last-seen sweep (seed 001's removal of outdated entries): on with a timeout.
+    gcd_last_seen_timeout_ms: int | None = None
 
     @property
     def checks(self) -> bool:

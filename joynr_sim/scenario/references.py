@@ -246,6 +246,10 @@ class References:
             self.route_body(args, at)
         elif kind == "expect_gcd":
             self.gcd_body(args, at)
+        elif kind == "gcd_call":
+            self.runtime(args["runtime"], (*at, "runtime"), cc_only=True)
+            if args["gbid"] is not None:
+                self.gbids([args["gbid"]], (*at, "gbid"), self.cc_gbids(args["runtime"]), args["runtime"])
         elif kind == "subscribe":
             self.subscribe(args, at)
         elif kind in ("unsubscribe", "expect_publications"):

@@ -22,6 +22,7 @@ from ..simulation import Simulation
 from ..trace import entry_record, read_events, read_run
 from . import background
 from .failure import StepFailed
+from .gcd_steps import GcdSteps
 from .model import Scenario, Step, participant_ref, thaw
 from .subscription_steps import SubscriptionSteps
 
@@ -29,7 +30,7 @@ DEFAULT_WAIT_MS = 10_000
 __all__ = ["DEFAULT_WAIT_MS", "ScenarioRunner", "StepFailed"]
 
 
-class ScenarioRunner(SubscriptionSteps):
+class ScenarioRunner(GcdSteps, SubscriptionSteps):
     """Executes one scenario's steps against a running Simulation."""
 
     def __init__(self, scenario: Scenario, sim: Simulation) -> None:
@@ -118,10 +119,6 @@ class ScenarioRunner(SubscriptionSteps):
         skeleton = await self._expecting_error(a, register)
         if skeleton is not None:
             self.providers[a["provider"]] = (runtime, skeleton.participant_id)
-
-    async def _step_unregister(self, a: Mapping[str, Any]) -> None:
-        runtime, pid = self._provider(a["provider"])
-        await runtime.unregister_provider(pid)
 
     async def _step_proxy(self, a: Mapping[str, Any]) -> None:
         runtime = self._runtime(a["runtime"])
@@ -226,7 +223,8 @@ class ScenarioRunner(SubscriptionSteps):
 
     async def _step_add_route(self, a: Mapping[str, Any]) -> None:
         runtime = self._runtime(a["runtime"])
-        entry = RoutingEntry(_address(a["address"]), bool(a.get("visible", True)), FOREVER_MS,
+        expiry_ms = FOREVER_MS if a.get("expiry_ms") is None else self.sim.clock.now_ms() + a["expiry_ms"]
+        entry = RoutingEntry(_address(a["address"]), bool(a.get("visible", True)), expiry_ms,
                              bool(a.get("sticky", True)))
         await runtime.add_next_hop(self.participant(a["participant"]), entry, "provisioned")
 
@@ -234,11 +232,6 @@ class ScenarioRunner(SubscriptionSteps):
         problem = await self._route_problem(a)
         if problem:
             raise StepFailed(problem, await self._context(self.participant(a["participant"]), a["runtime"]))
-
-    async def _step_expect_gcd(self, a: Mapping[str, Any]) -> None:
-        problem = await self._gcd_problem(a)
-        if problem:
-            raise StepFailed(problem, await self._context(self.participant(a["participant"])))
 
     async def _step_wait(self, a: Mapping[str, Any]) -> None:
         (what, body), = a["until"].items()
@@ -294,24 +287,6 @@ class ScenarioRunner(SubscriptionSteps):
         if a.get("visible") is not None and entry.is_globally_visible != a["visible"]:
             problems.append(f"visible {entry.is_globally_visible}, expected {a['visible']}")
         return f"route for {pid} on {a['runtime']}: " + "; ".join(problems) if problems else None
-
-    async def _gcd_problem(self, a: Mapping[str, Any]) -> str | None:
-        pid = self.participant(a["participant"])
-        gcd = next(iter(self.sim.gcds.values()))
-        now = self.sim.clock.now_ms()
-        rows = await gcd.run(lambda g: {
-            r.gbid for r in g.store.all_rows()
-            if r.entry.participant_id == pid and r.entry.expiry_date_ms >= now
-        })
-        wanted = set(a.get("gbids") or self.scenario.backends)
-        present = a.get("present", True)
-        if present and a.get("exact") and rows != wanted:
-            return f"GCD holds {pid} in {sorted(rows) or 'no backend'}, expected exactly {sorted(wanted)}"
-        if present and not wanted <= rows:
-            return f"GCD holds {pid} in {sorted(rows) or 'no backend'}, expected {sorted(wanted)}"
-        if not present and wanted & rows:
-            return f"GCD still holds {pid} in {sorted(wanted & rows)}"
-        return None
 
     async def _context(self, participant_id: str, runtime_id: str | None = None) -> str:
         """The routing entries for the participant everywhere and its last trace events."""
