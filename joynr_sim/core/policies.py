@@ -162,7 +162,7 @@ class LocalRemotePolicy(Policy):
 class GcdTrustPolicy(Policy):
     """003: create if the expiry is not in the past and (no entry exists or the new entry is
     sticky); update if not expired and (routing information unchanged or it comes from the
-    GCD); delete if expired or not sticky."""
+    GCD), a sticky entry staying sticky; delete if expired or not sticky."""
 
     name = "gcd-trust"
     seed = "003_6b6ea9fcba272a2c.txt: CREATE, UPDATE and DELETE rules"
@@ -175,7 +175,10 @@ class GcdTrustPolicy(Policy):
         if new.is_sticky:
             return Decision("replaced", "sticky-provisioning", new)
         if existing.address == new.address:
-            return Decision("merged", "same-address", new)
+            # UPDATE takes the offered expiry and visibility, but an update is not a
+            # provisioning: a sticky entry ("provisioned by the user or by joynr during
+            # start-up") stays sticky, or any same-address put would open it to DELETE.
+            return Decision("merged", "same-address", replace(new, is_sticky=existing.is_sticky or new.is_sticky))
         if origin == Origin.GCD:
             return Decision("replaced", "from-gcd", new)
         return Decision("refused", "routing-info-changed", existing)
