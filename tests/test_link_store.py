@@ -116,8 +116,9 @@ def test_after_a_crash_a_new_registry_knows_only_what_the_store_kept(any_store, 
     assert relink.terminus == (Terminus("t", kept) if kept else None)
     assert relink.unsettled == ({"m1": None} if kept == 2 else {})
     out = relink.attach("cc1|gbid1|2", Terminus("t", asked), None)
-    # Nothing kept: establish; the terminus: reattach; the unsettled state too: resume.
-    assert out.mode == {0: "establish", 1: "reattach", 2: "resume"}[kept]
+    # Nothing kept: establish. The terminus, with or without its unsettled state: resume (its
+    # link endpoint died with the process); what it resends is what the store kept.
+    assert out.mode == {0: "establish", 1: "resume", 2: "resume"}[kept]
     assert out.stolen_from is None
     assert out.resend == ((Delivery("m1", None),) if kept == 2 else ())
 
@@ -290,7 +291,7 @@ def test_a_restarted_process_resumes_what_its_dead_connection_held(shared_file):
     restarted = a.reopen()
     assert restarted.get_sending_link("gbid1", "mine").owner is None
     assert restarted.get_sending_link("gbid1", "theirs").owner == "b|1"
-    assert restarted.get_sending_link("gbid1", "mine").attach("a|2", Terminus("t", 1), None).mode == "reattach"
+    assert restarted.get_sending_link("gbid1", "mine").attach("a|2", Terminus("t", 1), None).mode == "resume"
     assert restarted.get_sending_link("gbid1", "theirs").attach("a|2", Terminus("t", 1), None).mode == "steal"
 
 

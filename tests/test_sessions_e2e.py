@@ -1,7 +1,7 @@
 """Broker sessions as links, end to end: takeovers; a cluster controller crash with
-messages in flight, resumed where the broker kept the session and established anew where
-it lost it, nothing lost either way; what each link store lets a restarted cluster
-controller resume; a Mosquitto restart with persistence; a session left detached past its
+messages in flight, its link recovered from the store and its deliveries resumed where the
+broker kept the session, nothing lost either way; what each link store lets a restarted
+cluster controller recover and resume; a Mosquitto restart with persistence; a session left detached past its
 timeout."""
 
 from __future__ import annotations
@@ -80,13 +80,13 @@ async def test_two_runtimes_with_one_cc_id_steal_the_session_and_storm(tmp_path,
     assert storm["runtimes"] == ["twin-a", "twin-b"] and storm["gbid"] == "gbid1"
 
 
-@pytest.mark.parametrize("broker,mode", [("mosquitto", "resume"), ("amqtt", "establish")])
+@pytest.mark.parametrize("broker,resumed", [("mosquitto", True), ("amqtt", False)])
 async def test_a_crashed_cc_resumes_only_a_session_the_broker_kept_and_loses_nothing(
-    tmp_path, broker, mode
+    tmp_path, broker, resumed
 ):
-    # Mosquitto saved the session (CONNACK session present 1): the restarted cluster
-    # controller's registry, reloaded from its store, resumes the five deliveries. amqtt
-    # lost it (session present 0): an establish. The outbox re-sends the five either way.
+    # The restarted cluster controller recovers its link by name from its store. Mosquitto
+    # saved the session (CONNACK session present 1): the five deliveries are resumed. amqtt
+    # lost it (session present 0): nothing is resumed. The outbox re-sends the five either way.
     async with Simulation(tmp_path, gbids=["gbid1"], broker=broker, processes=False) as sim:
         consumer_cc, provider_cc, counter, proxy = await counter_topology(sim)
         before = consumer_cc.link_registry
@@ -94,25 +94,26 @@ async def test_a_crashed_cc_resumes_only_a_session_the_broker_kept_and_loses_not
         assert consumer_cc.link_registry is not before  # as a restarted process has
         await until(lambda: counter.value == 5)
         assert await proxy.call("get", ttl_ms=10_000) == 5
-        if mode == "resume":  # traced once the broker acknowledged the five
+        if resumed:  # traced once the broker acknowledged the five
             await until(lambda: events(tmp_path, "link.resume", rt="cc-consumer"))
 
     attaches = events(tmp_path, "link.attach", rt="cc-consumer")
-    assert [e["mode"] for e in attaches] == ["establish", mode]
+    assert [(e["mode"], e["session_present"]) for e in attaches] == [("establish", False), ("recover", resumed)]
     resumes = events(tmp_path, "link.resume", rt="cc-consumer")
     calls, other = resent_by(tmp_path, "cc-consumer")
     assert len(calls) == 5 and all(e["type"] == "rq" for e in other)
     assert other == []
     # What was settled comes from the broker's PUBACKs for the five held before the crash.
     assert [(e["resent"], e["settled"]) for e in resumes] == (
-        [(5 + len(other), 5)] if mode == "resume" else [])
+        [(5 + len(other), 5)] if resumed else [])
     assert delivered_once_each(tmp_path, 5)
 
 
 @pytest.mark.parametrize("kind,granted,after_crash", [
-    ("memory", 0, "establish"),  # nothing kept: the restarted registry knows no session
-    ("json", 1, "reattach"),  # the terminus, not the unsettled deliveries
-    ("sqlite", 2, "resume"),  # both
+    # nothing kept: the restarted registry recovers nothing (rejected) and establishes anew
+    ("memory", 0, [("reject", None), ("establish", 0)]),
+    ("json", 1, [("recover", 1)]),  # the terminus, not the unsettled deliveries: nothing resumed
+    ("sqlite", 2, [("recover", 2)]),  # both: the five resumed
 ])
 async def test_the_link_store_grants_the_durability_it_keeps_and_decides_the_resume(
     tmp_path, kind, granted, after_crash
@@ -123,6 +124,7 @@ async def test_the_link_store_grants_the_durability_it_keeps_and_decides_the_res
         "json": lambda: JsonLinkStore(tmp_path / "cc-consumer.links.json"),
         "sqlite": lambda: SqliteLinkStore(tmp_path / "cc-consumer.links.sqlite"),
     }[kind]()
+    resumed = kind == "sqlite"
     try:
         async with Simulation(tmp_path / "run", gbids=["gbid1"], broker="mosquitto", processes=False) as sim:
             consumer_cc = ClusterController(
@@ -135,20 +137,19 @@ async def test_the_link_store_grants_the_durability_it_keeps_and_decides_the_res
             consumer_cc, provider_cc, counter, proxy = await counter_topology(sim, consumer_cc)
             await crash_with_unacknowledged_publishes(sim, consumer_cc, provider_cc, proxy)
             await until(lambda: counter.value == 5)
-            if after_crash == "resume":
+            if resumed:
                 await until(lambda: events(sim.run_dir, "link.resume", rt="cc-consumer"))
     finally:
         store.close()
 
     run = tmp_path / "run"
     attaches = events(run, "link.attach", rt="cc-consumer")
-    assert [(e["mode"], e["durability"]) for e in attaches] == [
-        ("establish", granted), (after_crash, granted)]
+    assert [(e["mode"], e["durability"]) for e in attaches] == [("establish", granted), *after_crash]
     resumes = [(e["resent"], e["settled"]) for e in events(run, "link.resume", rt="cc-consumer")]
     calls, other = resent_by(run, "cc-consumer")
     assert len(calls) == 5 and all(e["type"] == "rq" for e in other)
     assert other == []
-    assert resumes == ([(5 + len(other), 5)] if after_crash == "resume" else [])
+    assert resumes == ([(5 + len(other), 5)] if resumed else [])
     assert delivered_once_each(run, 5)  # the outbox re-sent them whatever the store kept
 
 

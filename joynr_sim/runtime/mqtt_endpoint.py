@@ -90,6 +90,9 @@ class MqttEndpoint(Port):
         self.gbids = tuple(gbids)
         self.brokers = brokers
         self.link_registry = link_registry  # this process's own from the first start on
+        # A process that finds the runtime's persistence is a restart of it (in a host
+        # process a restart builds the runtime anew): its sessions recover their termini.
+        self._found_persistence = outbox_path.exists()
         self.outbox = Outbox(outbox_path, group_commit=True)
         self.sessions: BrokerSessions | None = None  # opened by start
         self.connections: dict[str, MqttConnection] = {}
@@ -170,10 +173,11 @@ class MqttEndpoint(Port):
     def _open_sessions(self) -> None:
         """A new registry over the link store and new sessions on it: the memory of the
         process this start begins."""
+        restarted = self.sessions is not None or self._found_persistence
         if self.sessions is not None:
             self.sessions.close()
         self.link_registry = self.link_registry.reopen(holder=self.runtime_id)
-        self.sessions = BrokerSessions(self, self.link_registry, self.outbox)
+        self.sessions = BrokerSessions(self, self.link_registry, self.outbox, restarted=restarted)
 
     def _live_sessions(self) -> BrokerSessions:
         if self.sessions is None:

@@ -3,9 +3,15 @@
 Each MQTT connection (GBID, client id) is a sending link (the session's identity and its
 published QoS 1 messages not yet acknowledged) and a receiving link (messages received but
 not yet handled). CONNACK attaches both: establish (nothing stored, or the broker answered
-session present 0: it lost the session), reattach, resume, or steal when the same client
-id is attached on another connection (a second cluster controller with the same id: the
-takeover). A lost connection suspends them, a clean shutdown closes them. A connection
+session present 0: it lost the session); reattach (the link endpoint still exists: a
+connection that came back within the grace period of its loss); resume (a suspended link:
+its terminus kept, its endpoint gone with the lost connection, whether or not anything is
+unsettled); or steal when the same client id is attached on another connection (a second
+cluster controller with the same id: the takeover). A lost connection suspends them, a
+clean shutdown closes them. A restarted process knows its link names and none of its
+termini: its first attach of each session names no terminus and recovers the stored one
+(recover); when the store has none (a clean stop closed the links) that attach is rejected
+(amqp:not-found) and the link established with the process's own terminus. A connection
 that comes back to a broker that no longer has its session (session present 0: another
 CONNECT with its client id and a clean session took it over, or the broker lost it) detaches
 them first (``link.detach``, error ``session-lost``): that session is over, whatever the
@@ -30,40 +36,35 @@ transport reports a connection only after the SUBACK) and carries the CONNACK's
 this runtime that reached the broker before this event found no subscriber. A
 resume is traced once the broker has acknowledged every delivery it resumed (or the
 connection went first): ``link.resume`` counts what the outbox re-sent and what the
-broker's PUBACKs settled.
+broker's PUBACKs settled (a resume with nothing unsettled counts nothing). The trace
+itself is written by ``session_events``.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from ..core.links import (
-    LinkAttached,
-    LinkDetached,
-    LinkEvent,
-    LinkExpired,
-    LinkRecovered,
+    ERR_NOT_FOUND,
+    REJECT,
+    AttachOutcome,
+    Link,
     LinkRegistry,
-    LinkResumed,
-    LinkStolen,
-    LinkStored,
     Terminus,
     TerminusDurability,
     validate_mqtt_client_id,
 )
 from ..store.link_store import SqliteLinkStore
 from ..store.outbox import INCOMING, OUTGOING, Outbox
+from .session_events import SessionEvents, SessionOwner
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..transport.mqtt import MqttConnection
 
-STORM_THRESHOLD = 5  # steals of one key ...
-STORM_WINDOW_MS = 10_000  # ... within this window
 LOST_GRACE_S = 5.0  # a lost connection keeps its link this long before it is suspended
 SESSION_LOST = "session-lost"  # the detach of a link whose session the broker no longer has
 # How often a runtime looks in the link store for a session another runtime took. Mosquitto
@@ -90,12 +91,8 @@ def open_link_registry(
         clock=clock,
         detached_timeout_ms=detached_timeout_ms,
         link_name_validator=validate_mqtt_client_id,
+        variant=variant,
     )
-
-
-def connection_runtime(connection_id: str) -> str:
-    """Connection ids are ``<runtime id>|<gbid>|<n>``."""
-    return connection_id.split("|", 1)[0]
 
 
 @dataclass
@@ -112,33 +109,19 @@ class _Resume:
     attaching: bool = True  # still re-sending: not over even if nothing is pending yet
 
 
-class SessionOwner(Protocol):
-    """What the sessions need of the runtime whose connections they are."""
-
-    runtime_id: str
-    client_id: str
-
-    def emit(self, ev: str, **fields: Any) -> Any: ...
-
-    def resend(self, conn: MqttConnection, tag: str, topic: str, payload: bytes) -> None: ...
-
-    def handle_again(self, conn: MqttConnection, tag: str, payload: bytes) -> None: ...
-
-
-class BrokerSessions:
-    def __init__(self, owner: SessionOwner, registry: LinkRegistry, outbox: Outbox) -> None:
-        self.owner = owner
+class BrokerSessions(SessionEvents):
+    def __init__(self, owner: SessionOwner, registry: LinkRegistry, outbox: Outbox, restarted: bool = False) -> None:
+        """restarted: the process these sessions are the memory of is a restart of the runtime
+        (it found the runtime's persistence): its first attach of each broker session recovers
+        the termini by link name (see ``attached``)."""
+        super().__init__(owner)
         self.registry = registry
         self.outbox = outbox
-        self._mine: set[str] = set()  # connection ids of this runtime
+        self._restarted = restarted
+        self._gbids_attached: set[str] = set()  # by this process: the next attaches resume
         self._inflight: dict[str, dict[int, str]] = {}  # connection id -> packet id -> tag
-        self._steals: dict[tuple[str, str], deque[int]] = {}
-        self._storm_until: dict[tuple[str, str], int] = {}
         self._grace: dict[str, asyncio.TimerHandle] = {}
         self._resumes: dict[str, _Resume] = {}  # connection id -> the resume under way
-        # connection id -> the last CONNACK's session-present flag, for its link.attach: a
-        # checker needs it to tell a broker that lost the receiver's subscription.
-        self._session_present: dict[str, bool] = {}
         self._steal_check: asyncio.TimerHandle | None = None
         self._checked_generation: tuple[int, int] | None = None  # the store's when last read
         self._steal_interval = STEAL_CHECK_S
@@ -199,15 +182,20 @@ class BrokerSessions:
             # stays counted in _inflight: only the links end.
             for link in (sending, receiving):
                 link.detach(conn.connection_id, closed=False, error=SESSION_LOST)
+        # A restarted process knows its link names, not its termini: its first attach of each
+        # session states none and recovers what the link store kept; a recover that finds
+        # nothing (a clean stop closed the links) is rejected and the link established anew.
+        recover = self._restarted and conn.gbid not in self._gbids_attached
+        self._gbids_attached.add(conn.gbid)
         # Stolen by another connection of this runtime means detached: the connection goes,
         # as the broker that hands the session over closes it. (Another runtime's broker
         # connection is closed by the broker; this runtime learns it from the store.)
-        out = sending.attach(
-            conn.connection_id, Terminus(conn.topic, durable), Terminus(conn.gbid), unsettled=None,
+        out = self._attach(
+            sending, conn, Terminus(conn.topic, durable), Terminus(conn.gbid), recover, unsettled=None,
             on_stolen=lambda event: conn.drop(), peer_kept_state=session_present,
         )
-        into = receiving.attach(
-            conn.connection_id, Terminus(conn.gbid), Terminus(conn.topic, durable),
+        into = self._attach(
+            receiving, conn, Terminus(conn.topic, durable), Terminus(conn.gbid), recover,
             unsettled={tag: "received" for tag in held_in} if session_present else None,
             peer_kept_state=session_present,
         )
@@ -234,6 +222,24 @@ class BrokerSessions:
         self._steal_interval = STEAL_CHECK_S
         if self._steal_check is None:
             self._steal_check = asyncio.get_running_loop().call_later(STEAL_CHECK_S, self._check_steals)
+
+    @staticmethod
+    def _attach(link: Link, conn: MqttConnection, local: Terminus, remote: Terminus, recover: bool,
+                **kwargs: Any) -> AttachOutcome:
+        """Attach one link of the connection with its own terminus ``local``, or first by link
+        name alone (``recover``): seed 004, "When Attaching with a null Source or Target the
+        existing Terminus should be easily recovered from the Link name"; a session must
+        "detach link if terminus is not created/found upon Attach (rejecting link)", and
+        then establishes it with the terminus it has."""
+        def attach(mine: Terminus | None) -> AttachOutcome:
+            source, target = (mine, remote) if link.role == "sending" else (remote, mine)
+            return link.attach(conn.connection_id, source, target, **kwargs)
+
+        if recover:
+            out = attach(None)
+            if out.mode != REJECT or out.error is None or out.error.condition != ERR_NOT_FOUND:
+                return out
+        return attach(local)
 
     def _check_steals(self) -> None:
         """A connection whose session another runtime took is dropped (its on_stolen), and
@@ -345,45 +351,3 @@ class BrokerSessions:
     def handled(self, conn: MqttConnection, tag: str) -> None:
         self.registry.get_receiving_link(conn.gbid, conn.client_id).settle(tag)
         self.outbox.delete(INCOMING, conn.gbid, tag)
-
-    # -- trace -----------------------------------------------------------------------
-    def _on_event(self, event: LinkEvent) -> None:
-        key = event.key
-        base: dict[str, Any] = {}
-        if key is not None:
-            base = {"gbid": key.remote_container_id, "client_id": key.link_name, "role": key.role}
-        emit = self.owner.emit
-        if isinstance(event, LinkResumed):
-            return  # attached() reports what was really re-sent and handled again
-        if key is not None and key.role != "sending":
-            return  # the session's identity is its sending link; one event per transition
-        if isinstance(event, LinkAttached) and event.connection_id in self._mine:
-            emit("link.attach", **base, conn=event.connection_id, mode=event.mode,
-                 durability=event.durability, error=event.error,
-                 session_present=self._session_present.get(event.connection_id, False))
-        elif isinstance(event, LinkDetached) and event.connection_id in self._mine:
-            emit("link.detach", **base, conn=event.connection_id, closed=event.closed,
-                 error=event.error, stolen_by=event.stolen_by)
-        elif isinstance(event, LinkStolen) and event.to_connection in self._mine:
-            emit("link.steal", **base, conn=event.to_connection, victim=event.from_connection)
-            self._count_steal(event, base)
-        elif isinstance(event, LinkRecovered) and event.connection_id in self._mine:
-            emit("link.recover", **base, conn=event.connection_id, detail=f"durability {event.durability}")
-        elif isinstance(event, LinkExpired) and self.owner.client_id == key.link_name:
-            emit("link.expire", **base, conn=None,
-                 detail=f"detached since {event.detached_since_ms}, timeout {event.timeout_ms} ms")
-        elif isinstance(event, LinkStored) and not event.ok:
-            emit("link.store", **base, conn=None, detail=f"{event.op} failed: {event.error}")
-
-    def _count_steal(self, event: LinkStolen, base: dict[str, Any]) -> None:
-        key = (base["gbid"], base["client_id"])
-        times = self._steals.setdefault(key, deque())
-        times.append(event.ts)
-        while times and times[0] < event.ts - STORM_WINDOW_MS:
-            times.popleft()
-        if len(times) >= STORM_THRESHOLD and event.ts >= self._storm_until.get(key, 0):
-            self._storm_until[key] = event.ts + STORM_WINDOW_MS
-            runtimes = sorted({connection_runtime(event.to_connection),
-                               connection_runtime(event.from_connection)})
-            self.owner.emit("link.takeover-storm", **base, runtimes=runtimes, count=len(times),
-                               window_ms=STORM_WINDOW_MS)

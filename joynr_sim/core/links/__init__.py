@@ -23,6 +23,7 @@ and thread-safe. Its parts:
   turn       a link's turn: the FIFO ticket lock its operations run in
   registry   LinkRegistry: one Link per key, loading the store, reopen (a restarted
              process), refresh, purge, event delivery
+  variants   the historic or naive registries a run may use instead of the seed's rules
 
 Locking, and why it cannot deadlock:
 
@@ -58,6 +59,7 @@ from .model import (
     DELIVERY_STATES,
     ERR_INTERNAL,
     ERR_NOT_FOUND,
+    ERR_RESOURCE_LOCKED,
     ERR_STOLEN,
     ESTABLISH,
     MAX_ADDRESS_BYTES,
@@ -99,6 +101,7 @@ from .store import (
     LinkStoreError,
     StoredLink,
 )
+from .variants import LINK_VARIANT_NAMES, LINK_VARIANTS
 
 __all__ = [
     "AttachMode",
@@ -108,6 +111,7 @@ __all__ = [
     "DetachOutcome",
     "ERR_INTERNAL",
     "ERR_NOT_FOUND",
+    "ERR_RESOURCE_LOCKED",
     "ERR_STOLEN",
     "ESTABLISH",
     "Link",
@@ -115,6 +119,8 @@ __all__ = [
     "LinkDetached",
     "LinkError",
     "LinkErrorCondition",
+    "LINK_VARIANTS",
+    "LINK_VARIANT_NAMES",
     "LinkEvent",
     "LinkExpired",
     "LinkKey",

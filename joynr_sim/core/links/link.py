@@ -12,9 +12,16 @@ Link.attach decides one mode (checked in this order):
   establish  nothing stored, or the peer kept no state of the link (an MQTT broker that
              lost the session): nothing is resumed, what was unsettled is sent again as
              new deliveries (see restart_deliveries)
-  resume     stored terminus, and the attach carried an unsettled map or deliveries are
-             unsettled here: reconciled per delivery tag (see reconcile)
-  reattach   stored terminus, no unsettled state
+  resume     stored terminus and no link endpoint (the link is suspended: it was detached,
+             or its process is gone): a new endpoint, the unsettled deliveries reconciled
+             per delivery tag (see reconcile), even when there are none
+  reattach   stored terminus and the link endpoint exists: attached on this very
+             connection (a connection that comes back before its loss was noticed);
+             the endpoint keeps its deliveries, nothing is reconciled
+This is the seed's receiveAttach: resume or reattach is decided by whether the link
+endpoint still exists, never by the unsettled state (``links:resume-by-unsettled`` does
+that). A detach ends the endpoint: in joynr-sim a link is detached only when its
+connection's session is over (lost, taken over, closed), so no detached endpoint is kept.
 A steal or recover can resume too: the outcome's recovered/resumed flags say so.
 
 Registries of other holders (processes) may share the store: attach, detach, purge and
@@ -44,6 +51,7 @@ from .events import (
 from .model import (
     ERR_INTERNAL,
     ERR_NOT_FOUND,
+    ERR_RESOURCE_LOCKED,
     ERR_STOLEN,
     ESTABLISH,
     REATTACH,
@@ -67,6 +75,7 @@ from .model import (
 from .reconcile import reconcile, restart_deliveries
 from .record import MIRRORED, LinkRecord
 from .store import LinkStoreError
+from .variants import NO_RECOVER, NO_REJECT, RESUME_BY_UNSETTLED, STEAL_REFUSED
 
 
 class Link(LinkRecord):
@@ -143,41 +152,63 @@ class Link(LinkRecord):
             reg._enqueue(events)
             return AttachOutcome(REJECT, self.key, conn, held, error=error)
 
+        variant = reg.variant
         try:
             self._sync(now, events)
         except LinkStoreError as e:
-            return reject(ERR_INTERNAL, f"link store: {e}")
+            if variant != NO_REJECT:
+                return reject(ERR_INTERNAL, f"link store: {e}")
+            # links:no-reject: attached from what memory holds (the failure is an event)
         stored, owner = self._terminus, self._owner
         if local is None:
-            if stored is None:
+            if stored is None and variant == NO_REJECT:
+                terminus, recovered = Terminus(), False  # attached to nothing, kept nowhere
+            elif stored is None:
                 return reject(ERR_NOT_FOUND, f"no terminus to recover for link {self.link_name!r}")
-            terminus, recovered = stored, True
+            elif variant == NO_RECOVER:
+                return reject(ERR_NOT_FOUND, f"no terminus given for link {self.link_name!r}, "
+                                             "and termini are not looked up by link name")
+            else:
+                terminus, recovered = stored, True
         else:
             terminus, recovered = reg._effective(local), False
         held = self._unsettled if stored is not None else {}
         peer_only: tuple[str, ...] = ()
         if peer_kept_state:
-            resumed = stored is not None and (peer is not None or bool(held))
             resend, settled, peer_only, remaining = reconcile(self.role, held, peer or {})
         else:
-            resumed = False
             resend, settled, remaining = restart_deliveries(self.role, held)
         if owner is not None and owner != conn:
+            if variant == STEAL_REFUSED:
+                return reject(ERR_RESOURCE_LOCKED, f"link {self.link_name!r} is attached on another connection")
             mode: AttachMode = STEAL
         elif recovered:
             mode = RECOVER
         elif stored is None or not peer_kept_state:
             mode = ESTABLISH
-        elif resumed:
-            mode = RESUME
+        elif variant == RESUME_BY_UNSETTLED:
+            mode = RESUME if peer is not None or held else REATTACH
+        elif owner == conn:
+            mode = REATTACH  # the link endpoint exists: this connection's
         else:
-            mode = REATTACH
+            mode = RESUME  # a suspended link: a terminus without a link endpoint
+        # What was unsettled is reconciled for a new link endpoint: always on a resume (even an
+        # empty map), on a steal or recover when there is something to reconcile; never on a
+        # reattach, whose endpoint keeps its deliveries, nor with a peer that kept nothing.
+        if not peer_kept_state or stored is None or mode == REATTACH:
+            resumed = False
+        elif mode == RESUME:
+            resumed = True
+        else:
+            resumed = peer is not None or bool(held)
 
         record = self._record(terminus, remaining, conn)
         try:
             self._write(record, now, events)
         except LinkStoreError as e:
-            return reject(ERR_INTERNAL, f"link store: {e}")
+            if variant != NO_REJECT:
+                return reject(ERR_INTERNAL, f"link store: {e}")
+            # links:no-reject: attached in memory only (the failure is an event)
 
         victim, victim_callback = owner, self._on_stolen
         with self._cond:

@@ -32,6 +32,7 @@ REJECT: AttachMode = "reject"
 ERR_STOLEN = "amqp:link:stolen"
 ERR_NOT_FOUND = "amqp:not-found"
 ERR_INTERNAL = "amqp:internal-error"
+ERR_RESOURCE_LOCKED = "amqp:resource-locked"  # only the links:steal-refused variant refuses so
 
 # Container ids and link names: AMQP puts no bound on them, a registry that stores them
 # must. 256 bytes of UTF-8 covers GBIDs, container ids and joynr's client ids.

@@ -31,6 +31,8 @@ from .model import (
     validate_link_name,
 )
 from .store import LinkStore, LinkStoreError, StoredLink
+from .turn import LastComerTurn, Turn
+from .variants import NO_DETACHED_TIMEOUT, NO_THIEF_QUEUE, UNCAPPED_DURABILITY, validate_link_variant
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +51,9 @@ class LinkRegistry:
     are removed by purge_expired (None: never). link_name_validator: e.g.
     validate_mqtt_client_id for links named by MQTT client ids. holder: the process this
     registry belongs to, the same across its restarts and distinct for every process that
-    shares the store (None: no other process shares it).
+    shares the store (None: no other process shares it). variant: a link variant's name
+    (``core.links.variants``) this registry follows instead of the seed's rule it breaks;
+    None: the seed's rules.
     """
 
     def __init__(
@@ -61,7 +65,9 @@ class LinkRegistry:
         link_name_validator: Callable[[object, str], str] = validate_link_name,
         listeners: tuple[Listener, ...] | list[Listener] = (),
         holder: str | None = None,
+        variant: str | None = None,
     ) -> None:
+        self.variant = validate_link_variant(variant)
         self.container_id = validate_container_id(container_id, "container_id")
         self.holder = None if holder is None else validate_container_id(holder, "holder")
         if detached_timeout_ms is not None and (
@@ -106,6 +112,7 @@ class LinkRegistry:
             container_id=self.container_id,
             link_name_validator=self._validate_link_name,
             holder=self.holder if holder is None else holder,
+            variant=self.variant,
         )
 
     # -- public API -------------------------------------------------------------------
@@ -136,7 +143,7 @@ class LinkRegistry:
         records); returns them."""
         if isinstance(now_ms, bool) or not isinstance(now_ms, int):
             raise LinkError("now_ms", now_ms, "expected epoch ms as int")
-        if self.detached_timeout_ms is None:
+        if self.detached_timeout_ms is None or self.variant == NO_DETACHED_TIMEOUT:
             return []
         purged = [
             link for link in self.links()
@@ -181,8 +188,12 @@ class LinkRegistry:
             if self._links.get(link.key) is link:
                 del self._links[link.key]
 
+    def _new_turn(self) -> Turn | LastComerTurn:
+        return LastComerTurn() if self.variant == NO_THIEF_QUEUE else Turn()
+
     def _effective(self, terminus: Terminus) -> Terminus:
-        if terminus.durability <= self.max_durability:
+        """The terminus as granted: its durability lowered to what the store keeps."""
+        if terminus.durability <= self.max_durability or self.variant == UNCAPPED_DURABILITY:
             return terminus
         return terminus.with_durability(self.max_durability)
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from .events import StolenCallback
 from .model import LinkKey, Role, Terminus
 from .store import StoredLink
-from .turn import Turn
+from .turn import LastComerTurn, Turn
 
 if TYPE_CHECKING:  # pragma: no cover
     from .registry import LinkRegistry
@@ -26,7 +26,7 @@ class LinkState:
     def __init__(self, registry: LinkRegistry, key: LinkKey) -> None:
         self._registry = registry
         self.key = key
-        self._turn = Turn()
+        self._turn: Turn | LastComerTurn = registry._new_turn()
         self._cond = self._turn.cond
         # State below: changed only in a turn, and under _cond so readers see it whole.
         self._terminus: Terminus | None = None
