@@ -1,5 +1,5 @@
-"""The library under every policy: each scenario holds under its own policy and fails under
-each policy it guards against. Runs go on the memory network, in virtual time, one after the
+"""The library under every policy and every variant: each scenario holds under its own policy
+and fails under each policy or variant it guards against. Runs go on the memory network, in virtual time, one after the
 other (test_memory_library compares the library on the real brokers with it).
 
 That this can fail is shown without brokers in test_scenario_matrix.py (a cell that holds
@@ -12,17 +12,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from joynr_sim.core.policies import POLICIES
+from joynr_sim.core.variants import RULE_SET_NAMES
 from joynr_sim.scenario import load_scenario, load_scenarios
 from joynr_sim.scenario.matrix import cell_of
+from joynr_sim.scenario.run_inputs import run_folder
 from joynr_sim.scenario.runner import run_scenario
 
 LIBRARY = Path(__file__).resolve().parent.parent / "scenarios"
 # The seeds whose rules a scenario must be able to break, and how many of theirs may be smoke.
 ROUTING_SEEDS = ("000_65e83c7f1cb84fd7.txt", "002_ed27daa13e583359.txt", "003_6b6ea9fcba272a2c.txt")
-# Three: the two restart scenarios, and clock-skew-expires-requests, whose fault is a clock,
-# judged alike by every rule set (it guards the expiry drop itself: without the skew it fails).
-MAX_ROUTING_SMOKE = 3
+README = LIBRARY.parent / "README.md"
+SMOKE_SECTION = "### Smoke scenarios"
 
 
 def test_every_scenario_guards_or_says_why_not():
@@ -33,13 +33,22 @@ def test_every_scenario_guards_or_says_why_not():
     routing = [s for s in scenarios if s.reproduces.seed in ROUTING_SEEDS]
     assert {s.reproduces.seed for s in routing} == set(ROUTING_SEEDS)
     smoke = [s.name for s in routing if s.smoke]
-    assert len(smoke) <= MAX_ROUTING_SMOKE, smoke
-    assert len(routing) - len(smoke) >= 25
+    assert len(routing) - len(smoke) >= 40
+
+
+def test_a_scenario_is_smoke_only_where_the_readme_says_why():
+    """No policy or variant can break a smoke scenario: the README names each with the reason."""
+    text = README.read_text()
+    section = text[text.index(SMOKE_SECTION):]
+    section = section[:section.index("\n#", len(SMOKE_SECTION))]
+    listed = {line.split("`")[1] for line in section.splitlines() if line.startswith("| `")}
+    assert listed == {s.name for s in load_scenarios(LIBRARY) if s.smoke}
 
 
 async def test_library_holds_under_its_policy_and_fails_under_its_guards(tmp_path):
     scenarios = load_scenarios(LIBRARY)
-    runs = [(s, await run_scenario(s, tmp_path / p, policy=p, network="memory")) for s in scenarios for p in POLICIES]
+    runs = [(s, await run_scenario(s, tmp_path / run_folder(p), policy=p, network="memory"))
+            for s in scenarios for p in RULE_SET_NAMES]
     wrong = [c for c in (cell_of(s, r) for s, r in runs) if not c.ok]
     assert not wrong, "\n".join(
         f"{c.scenario} under {c.policy}: must {c.expected}, {c.outcome}: {c.text()}" for c in wrong)
