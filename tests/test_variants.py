@@ -65,3 +65,24 @@ def test_joynr_sim_policies_lists_every_variant_with_the_seed_it_breaks(capsys) 
     assert main(["policies", "--policy", name]) == 0
     out = capsys.readouterr().out
     assert name in out and "precedence — " not in out
+
+
+async def test_a_run_under_a_variant_keeps_the_scenario_policy_for_the_checks(tmp_path) -> None:
+    """run.json declares the policy the checks judge by and, apart, the variant; the matrix's
+    column is the variant. The variant reaches its part: sticky-entry-survives-purge fails
+    under routing:ignores-sticky, and a GCD variant leaves its routing alone."""
+    import json
+
+    from joynr_sim.scenario import load_scenario
+    from joynr_sim.scenario.matrix import cell_of
+    from joynr_sim.scenario.runner import run_scenario
+
+    scenario = load_scenario("scenarios/sticky-entry-survives-purge.yaml")
+    broken = await run_scenario(scenario, tmp_path / "a", policy="routing:ignores-sticky", network="memory")
+    kept = await run_scenario(scenario, tmp_path / "b", policy="gcd:ignores-gbids", network="memory")
+    assert (broken.policy, broken.variant, broken.column, broken.passed) == (
+        "precedence", "routing:ignores-sticky", "routing:ignores-sticky", False)
+    assert (kept.policy, kept.variant, kept.passed) == ("precedence", "gcd:ignores-gbids", True)
+    manifest = json.loads((tmp_path / "a" / scenario.name / "run.json").read_text())
+    assert (manifest["policy"], manifest["variant"]) == ("precedence", "routing:ignores-sticky")
+    assert cell_of(scenario, broken).policy == "routing:ignores-sticky" and cell_of(scenario, broken).ok

@@ -213,7 +213,9 @@ def read_manifest(path: Path) -> Manifest:
     return Manifest(
         scenario=_get(data, "scenario", str, where, optional=True, default=path.parent.name),
         run_id=_get(data, "run_id", str, where, optional=True, default=""),
-        policy=_get(data, "policy", str, where, optional=True, default=""),
+        # the rule set: the policy, and the variant over it when the run had one (core.variants)
+        policy="+".join(filter(None, (_get(data, "policy", str, where, optional=True, default=""),
+                                      _get(data, "variant", str, where, optional=True, default="")))),
         broker=_get(data, "broker", str, where, optional=True, default=""),
         seed=_get(data, "seed", int, where, optional=True),
         outcome=_get(data, "outcome", str, where, optional=True, default=""),

@@ -341,7 +341,7 @@ def _first_line(text: str) -> str:
 
 def _report(result: RunResult, console: Console) -> None:
     mark = _OUTCOME[result.outcome]
-    console.print(f"{mark} {escape(result.scenario)} ({result.policy}, {escape(result.broker)}) → "
+    console.print(f"{mark} {escape(result.scenario)} ({escape(result.column)}, {escape(result.broker)}) → "
                   f"{escape(result.run_dir)}", soft_wrap=True)
     failed = result.failed_step
     if failed is not None:
@@ -360,6 +360,6 @@ def _summary(results: list[RunResult]) -> Table:
         table.add_column(col, justify="right" if col in ("steps", "duration") else "left")
     for r in results:
         ok = sum(s.outcome == "ok" for s in r.steps)
-        table.add_row(escape(r.scenario), r.policy, escape(r.broker), f"{ok}/{len(r.steps)}",
+        table.add_row(escape(r.scenario), escape(r.column), escape(r.broker), f"{ok}/{len(r.steps)}",
                       _OUTCOME[r.outcome], f"{r.duration_s:.1f}s")
     return table

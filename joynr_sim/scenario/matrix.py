@@ -73,7 +73,7 @@ def cell_of(scenario: Scenario, result: RunResult, *, matrix: bool = True) -> Ce
         step = result.failed_step
         outcome = FAILED
         detail = f"step {step.index} '{step.title}': {step.detail}" if step else "failed"
-    return Cell(result.scenario, result.policy, expectation(scenario, result.policy, matrix=matrix), outcome,
+    return Cell(result.scenario, result.column, expectation(scenario, result.column, matrix=matrix), outcome,
                 _one_line(detail), result.run_dir, result.run_id, checks_nothing=not scenario.checks)
 
 

@@ -42,7 +42,7 @@ from brokers import BrokerError, BrokerSpecError, MosquittoNotFound, parse_broke
 from brokers.promises import declared
 
 from ..core.ids import ids_seeded, seeded_ids
-from ..core.variants import rule_set
+from ..core.variants import parse_rule_set, rule_set
 from ..network import MEMORY, check_network, virtual_loop
 from ..network.virtual_loop import on_virtual_time
 from ..simulation import Simulation
@@ -81,7 +81,7 @@ class RunResult:
     path: str | None
     run_dir: str
     run_id: str
-    policy: str
+    policy: str  # the routing policy the run's rules keep (what the checks judge by)
     broker: str  # as given, with every password shown as ***
     seed: int
     reproduces: dict[str, str]
@@ -101,6 +101,12 @@ class RunResult:
     fleet: dict[str, Any] = field(default_factory=dict)  # a fleet's calls per wave window (``fleet``)
     # What the broker kind is declared to keep (brokers.promises): property id -> kept, how, relied_on
     broker_properties: dict[str, dict[str, Any]] = field(default_factory=dict)
+    variant: str = ""  # the variant over the policy (core.variants); empty: the seeds' rules
+
+    @property
+    def column(self) -> str:
+        """The policy or variant the run was asked for: its column in a matrix."""
+        return self.variant or self.policy
 
     @property
     def passed(self) -> bool:
@@ -211,7 +217,11 @@ async def run_scenario(
     failures = watch(run_dir)  # every write under it that fails is this run's
     started = time.time()
     broker = broker or scenario.broker
-    policy = policy or scenario.policy
+    policy = policy or scenario.policy  # a policy or a variant over the scenario's own
+    try:
+        judged, variant = parse_rule_set(rule_set(scenario.policy, policy))
+    except ValueError:  # refused at the set-up below, as the run's error
+        judged, variant = policy, None
     if network == MEMORY:  # the run id is in every trace line: the seed's, not the moment's
         run_id = f"{scenario.name}-{_digest(f'{seed}/{policy}/{network}')}"
     else:
@@ -221,7 +231,8 @@ async def run_scenario(
         path=str(scenario.path) if scenario.path else None,
         run_dir=str(run_dir),
         run_id=run_id,
-        policy=policy,
+        policy=judged,
+        variant=variant.name if variant else "",
         broker=MEMORY if network == MEMORY else _redacted_broker(broker),
         network=network or "",
         broker_properties=declared(MEMORY) if network == MEMORY else _broker_properties(broker),
@@ -245,7 +256,7 @@ async def run_scenario(
             elif scenario.fleet:
                 hosts = fleet_hosts(scenario.fleet, hosts)
             sim = Simulation(run_dir, gbids=list(scenario.backends), broker=broker, network=network,
-                             policy=rule_set(scenario.policy, result.policy),
+                             policy=rule_set(scenario.policy, result.column),
                              gcd_last_seen_timeout_ms=scenario.gcd_last_seen_timeout_ms,
                              run_id=result.run_id, seed=seed, gcd_store=gcd_store,
                              hosts=hosts,
