@@ -66,3 +66,23 @@ async def test_a_scenario_without_its_conflict_holds_under_the_guarded_policy(tm
     cell = cell_of(scenario, await run_scenario(scenario, tmp_path / "lww", policy="last-writer-wins",
                                                 network="memory"))
     assert (cell.expected, cell.outcome, cell.ok) == ("fail", "held", False)
+
+
+def test_the_readme_rule_table_names_scenarios_that_guard_what_it_says():
+    """Each row of the README's rule table names library scenarios (or a unit test) and the
+    columns they fail under: those are in the scenarios' guards, which the matrix holds them to."""
+    by_name = {s.name: s for s in (*load_scenarios(LIBRARY), *load_scenarios(LIBRARY / "faults"))}
+    text = README.read_text()
+    section = text[text.index("### The rules and the scenarios that guard them"):text.index(SMOKE_SECTION)]
+    rows = [line for line in section.splitlines() if line.startswith("| ") and not line.startswith("| rule")
+            and not line.startswith("|---")]
+    assert len(rows) >= 30
+    for row in rows:
+        rule, _, scenarios, columns = (cell.strip() for cell in row.strip("|").split(" | "))
+        named = [n.split("/")[-1] for n in scenarios.split("`")[1::2] if "*" not in n and not n.endswith(".py")]
+        if "unit test" in scenarios:
+            assert not named, row
+            continue
+        assert named and all(n in by_name for n in named), row
+        guards = set().union(*(by_name[n].guards for n in named))
+        assert set(columns.split(", ")) <= guards, f"{rule}: {set(columns.split(', ')) - guards}"

@@ -86,3 +86,16 @@ async def test_a_run_under_a_variant_keeps_the_scenario_policy_for_the_checks(tm
     manifest = json.loads((tmp_path / "a" / scenario.name / "run.json").read_text())
     assert (manifest["policy"], manifest["variant"]) == ("precedence", "routing:ignores-sticky")
     assert cell_of(scenario, broken).policy == "routing:ignores-sticky" and cell_of(scenario, broken).ok
+
+
+async def test_the_takeover_storm_scenario_fails_where_a_second_attach_is_refused(tmp_path) -> None:
+    """faults/duplicate-cc-id is kept apart from the library (its storm is a checker finding),
+    so the library matrix does not replay it: here it is, under its policy and its guard."""
+    from joynr_sim.scenario import load_scenario
+    from joynr_sim.scenario.runner import run_scenario
+
+    scenario = load_scenario("scenarios/faults/duplicate-cc-id.yaml")
+    assert scenario.guards == ("links:steal-refused",)
+    held = await run_scenario(scenario, tmp_path / "a", network="memory")
+    refused = await run_scenario(scenario, tmp_path / "b", policy="links:steal-refused", network="memory")
+    assert (held.passed, refused.passed) == (True, False), (held.error, refused.failed_step)
