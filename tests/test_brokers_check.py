@@ -360,10 +360,10 @@ def test_an_external_broker_is_checked_without_a_restart_or_grants_and_without_i
 
 
 def test_a_run_records_the_declared_properties_of_its_broker_and_the_report_shows_them(tmp_path: Path) -> None:
-    from joynr_sim.scenario.runner import _broker_properties
+    from joynr_sim.scenario.provenance import broker_properties
 
-    assert _broker_properties("mosquitto") == declared("mosquitto")
-    assert _broker_properties("gbid1=mqtt://u:p@h:1")["persistence"] == {
+    assert broker_properties("mosquitto") == declared("mosquitto")
+    assert broker_properties("gbid1=mqtt://u:p@h:1")["persistence"] == {
         "kept": None, "how": "unknown: the broker's own configuration", "relied_on": False}
     b = RunBuilder()
     b.msg("cc-1", "msg.out", 100, "m1", hops=1, via="mqtt", gbid="g1", target="g1/cc-2")

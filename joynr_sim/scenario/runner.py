@@ -26,7 +26,6 @@ import contextlib
 import functools
 import hashlib
 import json
-import platform
 import random
 import sys
 import time
@@ -34,11 +33,10 @@ import traceback
 import uuid
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from brokers import BrokerError, BrokerSpecError, MosquittoNotFound, parse_broker, redact
+from brokers import BrokerError, BrokerSpecError, MosquittoNotFound, redact
 from brokers.promises import declared
 
 from ..core.ids import ids_seeded, seeded_ids
@@ -50,6 +48,7 @@ from ..trace import TraceWriter
 from ..write_failure import Failures, WriteFailure, record, unwatch, watch
 from .fleet import FleetRunner, fleet_hosts, wave_steps
 from .model import Scenario
+from .provenance import broker_properties, installed_versions, redacted_broker
 from .rundir import GENERATOR, MANIFEST, claim_run_dir
 from .steps import ScenarioRunner, StepFailed
 
@@ -121,37 +120,8 @@ class RunResult:
         return next((s for s in self.steps if s.outcome == "failed"), None)
 
 
-@functools.cache  # the installed versions do not change within a process; reading them costs 20 ms
-def _installed_versions() -> tuple[tuple[str, str], ...]:
-    out = {"python": platform.python_version()}
-    for dist in ("joynr-sim", "paho-mqtt", "amqtt", "websockets", "msgpack"):
-        try:
-            out[dist] = metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            out[dist] = "not installed"
-    return tuple(out.items())
-
-
-def _versions() -> dict[str, str]:
-    return dict(_installed_versions())
-
-
 def _iso(epoch_s: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(epoch_s)) + f".{int(epoch_s * 1000) % 1000:03d}Z"
-
-
-def _redacted_broker(spec: str) -> str:
-    try:
-        return parse_broker(spec).redacted()
-    except BrokerSpecError:
-        return redact(spec)  # set-up will refuse it; record it without its passwords
-
-
-def _broker_properties(spec: str) -> dict[str, dict[str, Any]]:
-    try:
-        return declared(parse_broker(spec).kind)
-    except BrokerSpecError:
-        return {}  # set-up will refuse it
 
 
 def _is_environment(exc: BaseException) -> bool:
@@ -233,13 +203,13 @@ async def run_scenario(
         run_id=run_id,
         policy=judged,
         variant=variant.name if variant else "",
-        broker=MEMORY if network == MEMORY else _redacted_broker(broker),
+        broker=MEMORY if network == MEMORY else redacted_broker(broker),
         network=network or "",
-        broker_properties=declared(MEMORY) if network == MEMORY else _broker_properties(broker),
+        broker_properties=declared(MEMORY) if network == MEMORY else broker_properties(broker),
         seed=seed,
         reproduces={"seed": scenario.reproduces.seed, "scenario": scenario.reproduces.scenario},
         started=_iso(started),
-        versions=_versions(),
+        versions=installed_versions(),
         steps=([StepOutcome(i, *s) for i, s in enumerate(wave_steps(scenario.fleet))] if scenario.fleet
                else [StepOutcome(s.index, s.kind, s.title, s.line) for s in scenario.steps]),
     )
