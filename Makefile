@@ -2,7 +2,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTHON ?= python3
 
-.PHONY: setup lint test test-fast test-networks demo bench bench-quick fuzz clean
+.PHONY: setup lint test test-fast test-networks demo bench bench-quick fuzz mutate clean
 
 CHROMIUM := /usr/bin/chromium
 
@@ -60,6 +60,15 @@ bench-quick: setup
 # fuzz-report.json.
 fuzz: setup
 	$(PY) -m joynr_sim.fuzz --frames 100000
+
+# The mutation score of the pure rules (joynr_sim/core: policies, router, gcd, lcd, discovery,
+# multicast, subscriptions, links) against the fast tier's unit tests: mutmut, configured in
+# pyproject.toml ([tool.mutmut]); a table of killed and survived mutants per module and
+# bench/results/mutation.json. Slow: about an hour on two idle cores, most of it the links
+# (mutants/ keeps the verdicts: MUTATE_ARGS=--pending reruns only what survived, after new
+# tests; MUTATE_ARGS='router lcd' some modules; --report only the table).
+mutate: setup
+	nice -n 15 $(PY) -m bench.mutation --max-children 2 $(MUTATE_ARGS)
 
 clean:
 	rm -rf $(VENV) runs bench/results *.egg-info fuzz-report.json
