@@ -2,7 +2,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTHON ?= python3
 
-.PHONY: setup lint test test-fast test-networks demo bench bench-quick fuzz mutate clean
+.PHONY: setup lint docs test test-fast test-networks demo bench bench-quick fuzz mutate clean
 
 CHROMIUM := /usr/bin/chromium
 
@@ -25,9 +25,15 @@ lint: setup
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/ruff check .
 
-# Everything: the lint, then every tier of tests; the scenario library runs whole on the
-# memory network and as a sample on the real brokers.
-test: lint
+# The manual (docs/, mkdocs.yml) into site/; --strict fails on a broken link or anchor, a page
+# outside the nav or a hook that fails (docs/hooks.py writes the reference pages and the
+# benchmark table at each build).
+docs: setup
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
+
+# Everything: the lint, the docs build, then every tier of tests; the scenario library runs
+# whole on the memory network and as a sample on the real brokers.
+test: lint docs
 	$(PY) -m pytest -q -m "not networks"
 
 # The whole scenario library on the real brokers too: one contract on three networks.
@@ -71,4 +77,4 @@ mutate: setup
 	nice -n 15 $(PY) -m bench.mutation --max-children 2 $(MUTATE_ARGS)
 
 clean:
-	rm -rf $(VENV) runs bench/results *.egg-info fuzz-report.json
+	rm -rf $(VENV) runs bench/results *.egg-info fuzz-report.json site
