@@ -18,7 +18,7 @@ the second committing and mapping it; and on a warm Spark Connect server (after 
 that warms it) without and with the trace cache.
 Peak memory: this process, the local JVM and the Connect server's JVM.
 
-Targets (README): 1M at most 2x the floor, 10M at most 11x the 1M time, the demo library
+Targets (docs/benchmarks.md): 1M at most 2x the floor, 10M at most 11x the 1M time, the demo library
 under 10 s on a warm Connect server and under 30 s cold.
 """
 

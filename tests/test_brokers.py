@@ -625,7 +625,7 @@ async def test_mosquitto_keeps_autosaved_session_across_crash(mosquitto_brokers:
 async def test_mosquitto_autosave_interval_bounds_what_a_crash_loses(autosave: int, kept: bool, tmp_path: Path) -> None:
     """At 1 a persistent session and its queued message are saved before the SIGKILL; at
     1000 the handful of changes this makes (a session, a subscription, a PUBACK) never
-    reach a save, so the restarted broker has neither: what README "## Brokers" says."""
+    reach a save, so the restarted broker has neither: what docs/design/brokers.md says."""
     async with BrokerSet(["gbid-a"], broker="mosquitto", run_dir=tmp_path / "run", autosave=autosave) as brokers:
         assert f"autosave_interval {autosave}\n" in (brokers.broker_dir / "gbid-a.conf").read_text()
         client_id = unique("cc")

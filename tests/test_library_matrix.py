@@ -22,8 +22,8 @@ from joynr_sim.scenario.runner import run_scenario
 LIBRARY = Path(__file__).resolve().parent.parent / "scenarios"
 # The seeds whose rules a scenario must be able to break, and how many of theirs may be smoke.
 ROUTING_SEEDS = ("000_65e83c7f1cb84fd7.txt", "002_ed27daa13e583359.txt", "003_6b6ea9fcba272a2c.txt")
-README = LIBRARY.parent / "README.md"
-# The variants no library scenario can reach (README: the rules and the scenarios that guard
+README = LIBRARY.parent / "docs" / "design" / "routing.md"
+# The variants no library scenario can reach (docs/design/routing.md: the rules and the scenarios that guard
 # them): their unit tests guard them; steal-refused is guarded by faults/duplicate-cc-id.
 UNIT_TESTED_VARIANTS = {"links:uncapped-durability", "links:no-thief-queue", "links:steal-refused"}
 SMOKE_SECTION = "### Smoke scenarios"
@@ -41,7 +41,7 @@ def test_every_scenario_guards_or_says_why_not():
 
 
 def test_a_scenario_is_smoke_only_where_the_readme_says_why():
-    """No policy or variant can break a smoke scenario: the README names each with the reason."""
+    """No policy or variant can break a smoke scenario: docs/design/routing.md names each with the reason."""
     text = README.read_text()
     section = text[text.index(SMOKE_SECTION):]
     section = section[:section.index("\n#", len(SMOKE_SECTION))]
@@ -77,7 +77,7 @@ async def test_a_scenario_without_its_conflict_holds_under_the_guarded_policy(tm
 
 
 def test_the_readme_rule_table_names_scenarios_that_guard_what_it_says():
-    """Each row of the README's rule table names library scenarios (or a unit test) and the
+    """Each row of docs/design/routing.md's rule table names library scenarios (or a unit test) and the
     columns they fail under: those are in the scenarios' guards, which the matrix holds them to."""
     by_name = {s.name: s for s in (*load_scenarios(LIBRARY), *load_scenarios(LIBRARY / "faults"))}
     text = README.read_text()

@@ -97,7 +97,7 @@ def test_they_agree_on_every_run_with_a_receipt_or_delivery_deleted(spark, libra
     found = disagreements(harness, checker)
     assert not found, f"{len(found)} disagreements:\n" + "\n".join(found[:40])
     # A reply's receipt or delivery deleted: the request is no longer answered, and both
-    # judges say so alike (mostly explained by the stops that end the run, see README).
+    # judges say so alike (mostly explained by the stops that end the run, see docs/design/checking.md).
     assert sum(v[0] != loss.ANSWERED for v in harness.values()) > len(copies) / 10
     shutil.rmtree(tmp_path / "stage", ignore_errors=True)
 

@@ -28,7 +28,7 @@ the op counts as lost, with the reason.
 A restart in a wave stops the cluster controller gracefully and starts it again in the
 same host process: the libjoynr runtimes next to it live on and reconnect, as the
 applications on a machine whose cluster controller is restarted do. (A crash would kill the
-host process and every runtime in it; see README "Fleets".) The restarted controller's
+host process and every runtime in it; see docs/howto/fleet.md.) The restarted controller's
 ``removeStale`` removes its providers' global registrations from the GCD, so, as a joynr
 application does once its cluster controller is back (the library scenario
 ``websocket-provider-survives-cc-restart``), the providers register again under their
