@@ -10,9 +10,11 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import os
 import platform
 import sys
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 from rich.console import Console
@@ -41,7 +43,9 @@ def main(argv: list[str] | None = None) -> int:
         rows = importlib.import_module(f"bench.bench_{name}").run(args.quick)
         for row in rows:
             row.setdefault("bench", name)
-        (RESULTS / f"{name}.json").write_text(json.dumps(rows, indent=2))
+        # Each file names the machine it ran on: a page that shows one benchmark's figures
+        # must not borrow the machine of another run's all.json.
+        (RESULTS / f"{name}.json").write_text(json.dumps({**machine(args.quick), "rows": rows}, indent=2))
         console.print(f"  done in {time.perf_counter() - started:.1f}s")
         all_rows.extend(rows)
     table = Table(title="joynr-sim benchmarks")
@@ -51,15 +55,29 @@ def main(argv: list[str] | None = None) -> int:
     for row in all_rows:
         table.add_row(*(_fmt(row.get(c)) for c in ("bench", "group", "name", "value", "unit", *extra)))
     console.print(table)
-    summary = {
-        "python": sys.version.split()[0],
-        "machine": platform.machine(),
-        "quick": args.quick,
-        "rows": all_rows,
-    }
+    summary = {**machine(args.quick), "rows": all_rows}
     (RESULTS / "all.json").write_text(json.dumps(summary, indent=2))
     console.print(f"results written to {RESULTS}/")
     return 0
+
+
+def machine(quick: bool) -> dict:
+    """What a result was measured on: figures of another machine are not comparable."""
+    cpu = ""
+    try:
+        cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                    if line.startswith("model name")), "")
+    except OSError:
+        pass
+    return {
+        "machine": platform.machine(),
+        "platform": platform.platform(terse=True),
+        "cpu": cpu or platform.processor() or "unknown",
+        "cores": os.cpu_count(),
+        "python": sys.version.split()[0],
+        "quick": quick,
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+    }
 
 
 def _fmt(value: object) -> str:
