@@ -376,16 +376,19 @@ def test_refresh_tells_a_connection_that_another_holder_took_its_link():
         "link.attach", "link.detach"]
 
 
+class FindFails(DurableStore):
+    """A store whose reads fail while ``unreadable``."""
+
+    unreadable = False
+
+    def find(self, role, remote_container_id, link_name):
+        if self.unreadable:
+            raise LinkStoreError("disk gone")
+        return super().find(role, remote_container_id, link_name)
+
+
 def test_a_store_that_cannot_be_read_rejects_attaches_and_refresh_keeps_the_owner():
-    class Flaky(DurableStore):
-        unreadable = False
-
-        def find(self, role, remote_container_id, link_name):
-            if self.unreadable:
-                raise LinkStoreError("disk gone")
-            return super().find(role, remote_container_id, link_name)
-
-    store = Flaky()
+    store = FindFails()
     reg, events = registry(store=store, holder="a")
     link = reg.get_sending_link("gbid1", "cc1")
     told: list[LinkDetached] = []

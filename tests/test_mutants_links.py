@@ -51,7 +51,7 @@ from joynr_sim.core.links.variants import (
     UNCAPPED_DURABILITY,
 )
 from joynr_sim.store.link_store import MemoryLinkStore
-from test_links import DurableStore, FailingStore, FakeClock, registry, src
+from test_links import DurableStore, FailingStore, FakeClock, FindFails, registry, src
 
 JOIN_S = 5.0  # bound on every wait: a lost wake-up fails the test instead of hanging it
 
@@ -296,17 +296,6 @@ def test_a_registry_tells_what_it_loaded_and_a_load_that_failed() -> None:
 
 
 # -- what a link's operations leave behind, exactly: outcomes, events and state --------------
-
-
-class FindFails(DurableStore):
-    """A store whose reads fail while ``unreadable``."""
-
-    unreadable = False
-
-    def find(self, role, remote_container_id, link_name):
-        if self.unreadable:
-            raise LinkStoreError("disk gone")
-        return super().find(role, remote_container_id, link_name)
 
 
 def test_an_attach_the_store_cannot_read_for_is_rejected_with_what_failed() -> None:
