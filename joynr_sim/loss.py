@@ -285,6 +285,34 @@ def receiver_gone(x: Exchanges, request: str, last: Event | None) -> bool:
         any(e.up_ts is None and _in_flight(e, hop) for e in x.ends_of(hop.receivers))
 
 
+def explaining_ends(x: Exchanges, verdict: Verdict) -> list[End]:
+    """The crashes and stops behind an explained verdict, as its explanation saw them, for a
+    reader to be told which end it was; none for a recorded drop, nor for a verdict that is
+    not explained."""
+    last, why = verdict.last, verdict.why
+    if verdict.outcome != EXPLAINED or last is None:
+        return []
+    if why == "holder-ended":
+        exp = last.get("exp")
+        return [e for e in x.ends_of([last["rt"]]) if last["ts"] <= e.ts <= (exp if exp is not None else NEVER)]
+    hop = _network_hop(x, last)
+    if hop is None:
+        return []
+    if why == "ws-end":
+        return [e for e in x.ends_of({hop.sender, *hop.receivers}) if _in_flight(e, hop)]
+    if why == "ws-receiver-down":
+        return [e for e in x.ends_of({hop.sender, *hop.receivers}) if _down_when_sent(e, hop)]
+    if why == "broker-ended":
+        return [e for e in x.broker_ends(hop.gbid) if _in_flight(e, hop)]
+    if why == "broker-down":
+        return [e for e in x.broker_ends(hop.gbid) if _down_when_sent(e, hop)]
+    if why == "session-lost":
+        return [e for e in x.broker_ends(hop.gbid) if e.ts <= hop.sent_ts]
+    if why == "receiver-gone":
+        return [e for e in x.ends_of(hop.receivers) if e.up_ts is None and _in_flight(e, hop)]
+    return []
+
+
 Explanation = Callable[[Exchanges, str, Event | None], bool]
 EXPLANATIONS: dict[str, Explanation] = {
     "drop-recorded": drop_recorded,

@@ -14,6 +14,7 @@ from joynr_sim.cli import main
 from joynr_sim.inspect import load_run
 from joynr_sim.report import ReportError, model, write_report
 from joynr_sim.report.inputs import attach_verdicts, read_run_input
+from joynr_sim.report.routing import routing
 
 
 def _run(tmp_path: Path, b: RunBuilder) -> Path:
@@ -51,7 +52,11 @@ def test_diagram_labels_hops_and_marks_what_went_wrong(tmp_path):
     vanished = next(r for r in lost["rows"] if r["k"] == "hop")
     assert (vanished["a"], vanished["b"], vanished["s"]) == (0, None, "bad")
     assert "never received" in vanished["note"]
-    assert lost["rows"][-1] == {"k": "note", "text": "no reply in the trace", "s": "warn"}
+    assert lost["rows"][-2] == {"k": "note", "text": "no reply in the trace", "s": "warn"}
+    # nothing in the trace explains it (no crash, no outage, no drop): a loss, said in red
+    assert lost["rows"][-1] == {"k": "note", "text": "not explained by the trace: a lost message", "s": "bad",
+                                "explained": False}
+    assert lost["explained"] == ""
 
     loop = msgs.conversations[by_id["m3"]["conv"]]
     self_hop = next(r for r in loop["rows"] if r["k"] == "hop")
@@ -72,7 +77,7 @@ def test_routing_timeline_holds_each_entry_until_it_changes_and_marks_refusals(t
           old=mqtt)
     b.add("runner", "step", 500, index=0, name="s", outcome="ok", detail="", line=1)
     run = load_run(_run(tmp_path, b))
-    data = model.routing(run)
+    data = routing(run)
     assert data["participants"] == ["p1"]
     spans = sorted((e["rt"], e["t0"], e["t1"], e["type"], e["sticky"]) for e in data["entries"])
     # relative to the run's first event (100): cc-1 holds its entry to the end (400), the

@@ -107,6 +107,8 @@ class RunInput:
     skipped_events: int
     check_report: Path | None = None
     verdicts: list[CheckVerdict] = field(default_factory=list)
+    expectation: Any = None  # matrix.Expectation of a run of a policy matrix
+    in_matrix: bool = False
 
     @property
     def run_id(self) -> str:

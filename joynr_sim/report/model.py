@@ -1,6 +1,7 @@
 """What a run's report shows, computed from its events: the message list and the sequence
-diagram of each conversation, the routing-entry history of every participant, the series
-the plots draw and the violations with what they link to.
+diagram of each conversation (what explains a request left without a reply: ``explain``),
+the series the plots draw and the violations with what they link to; the routing-entry
+history of every participant is ``routing``'s.
 
 Everything here is plain data for the page (the templates lay it out, ``report.js`` draws
 the diagrams and timelines from it); no file or clock is touched. A message's hops and fate
@@ -10,17 +11,18 @@ come from ``joynr_sim.message_path``, as ``joynr-sim trace --msg`` shows them.
 from __future__ import annotations
 
 import math
-from collections import Counter, defaultdict
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from ..inspect import RT_EVENTS, Run, entry_text, misc_detail
+from ..inspect import Run, misc_detail
 from ..message_path import Conversation, Hop, conversations, message_paths
+from .explain import loss_verdicts
 from .inputs import RunInput, Violation
+from .names import Named, label
 
 Event = dict[str, Any]
 
-NEVER_MS = 2**62  # joynr's "no expiry" (Long.MAX_VALUE / 2 in the trace)
 MAX_CONVERSATIONS = 2000  # diagrams carried by one page; failing ones first
 ACTIVITY_BINS = 60
 
@@ -39,23 +41,31 @@ class Messages:
     not_listed: int  # messages left out past MAX_CONVERSATIONS
 
 
-def diagram(run: Run, conv: Conversation) -> dict[str, Any]:
+def diagram(run: Run, conv: Conversation, names: dict[str, Named] | None = None,
+            losses: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
     """A sequence diagram: lifelines per runtime, a row per hop (an arrow labelled with its
-    transport, GBID and ``resent``) or per local event (deliver, queue, drop with its reason)."""
+    transport, GBID and ``resent``) or per local event (deliver, queue, drop with its reason).
+    A request without a reply says why when the trace explains it (``losses``); a hop lost
+    to an explained end is drawn as a warning, not as a loss."""
+    names = names or {}
     col = {rt: i for i, rt in enumerate(conv.runtimes)}
+    verdicts = [(losses or {}).get(m) for m in conv.ids]
+    explained = [v for v in verdicts if v is not None and v["explained"]]
+    lost = any(v is not None and not v["explained"] for v in verdicts)
     rows: list[dict[str, Any]] = []
     for path in conv.paths:
         head = path.head
-        rows.append({"k": "head", "msg": path.msg, "text": f"{head.get('type')} {path.msg}  {head.get('from')} → "
-                     f"{head.get('to')}" + (f"  corr {head['corr']}" if head.get("corr") else "")})
+        rows.append({"k": "head", "msg": path.msg,
+                     "text": f"{head.get('type')} {path.msg}  {label(names, head.get('from'))} → "
+                     f"{label(names, head.get('to'))}" + (f"  corr {head['corr']}" if head.get("corr") else "")})
         for step in path.steps:
             e = step.at
             g = f"h{e.get('hops')} +{rel(run, e['ts'])}ms"
             if isinstance(step, Hop):
-                rows.append(_hop_row(step, col, g))
+                rows.append(_hop_row(step, col, g, excused=bool(explained) and not lost))
             elif step.kind == "deliver":
                 rows.append({"k": "mark", "c": col[e["rt"]], "sym": "●", "g": g, "s": "ok",
-                             "note": f"delivered to {e.get('to')}"})
+                             "note": f"delivered to {label(names, e.get('to'))}"})
             elif step.kind == "queue":
                 rows.append({"k": "mark", "c": col[e["rt"]], "sym": "◌", "g": g, "s": "warn",
                              "note": f"queued: {e.get('reason')}"})
@@ -65,87 +75,48 @@ def diagram(run: Run, conv: Conversation) -> dict[str, Any]:
                              "note": f"dropped: {e.get('reason')}{detail}"})
     if conv.unanswered:
         rows.append({"k": "note", "text": "no reply in the trace", "s": "warn"})
-    return {"columns": conv.runtimes, "rows": rows, "ids": conv.ids}
+    for v in verdicts:
+        if v is not None:
+            rows.append({"k": "note", "text": v["text"], "s": "warn" if v["explained"] else "bad",
+                         "explained": v["explained"]})
+    return {"columns": conv.runtimes, "rows": rows, "ids": conv.ids,
+            "explained": explained[0]["text"] if explained and not lost else ""}
 
 
-def _hop_row(hop: Hop, col: dict[str, int], g: str) -> dict[str, Any]:
+def _hop_row(hop: Hop, col: dict[str, int], g: str, excused: bool = False) -> dict[str, Any]:
     if hop.sent is None:
         return {"k": "hop", "a": None, "b": col[hop.at["rt"]], "label": hop.label, "g": g, "s": "warn",
                 "note": f"received at {hop.receiver}; the sender left no msg.out"}
     if hop.received is None:
-        return {"k": "hop", "a": col[hop.at["rt"]], "b": None, "label": hop.label, "g": g, "s": "bad",
+        return {"k": "hop", "a": col[hop.at["rt"]], "b": None, "label": hop.label, "g": g,
+                "s": "warn" if excused else "bad",
                 "note": f"sent by {hop.sender} to {hop.sent.get('target')}, never received"}
     return {"k": "hop", "a": col[hop.sent["rt"]], "b": col[hop.received["rt"]], "label": hop.label, "g": g,
             "s": "warn" if hop.sent.get("resent") else ""}
 
 
-def messages(run: Run) -> Messages:
+def messages(run: Run, names: dict[str, Named] | None = None) -> Messages:
+    names = names or {}
     paths = message_paths(run.events)
     convs = conversations(paths)
+    losses = loss_verdicts(run)
     bad = [c for c in convs if c.failing]
     chosen = (bad + [c for c in convs if not c.failing])[:MAX_CONVERSATIONS]
     chosen_set = {id(c) for c in chosen}
     kept = [c for c in convs if id(c) in chosen_set]  # back in order of appearance
-    models = [diagram(run, c) for c in kept]
+    models = [diagram(run, c, names, losses) for c in kept]
     rows = []
     for index, conv in enumerate(kept):
         for path in conv.paths:
             first = path.first
-            rows.append({"id": path.msg, "type": str(first.get("type")), "from": str(first.get("from")),
-                         "to": str(first.get("to")), "t": rel(run, first["ts"]), "hops": path.hops,
-                         "outcome": path.fate.outcome, "where": path.fate.where, "conv": index})
+            rows.append({"id": path.msg, "type": str(first.get("type")), "from": label(names, first.get("from")),
+                         "to": label(names, first.get("to")), "t": rel(run, first["ts"]), "hops": path.hops,
+                         "outcome": path.fate.outcome, "where": path.fate.where, "conv": index,
+                         "ids": f"{first.get('from')} {first.get('to')}",
+                         "explained": models[index]["explained"]})
     rows.sort(key=lambda r: (r["t"], r["id"]))
     failing_idx = [i for i, c in enumerate(kept) if c.failing]
     return Messages(rows, models, failing_idx, sum(len(c.paths) for c in convs) - sum(len(c.paths) for c in kept))
-
-
-# -- routing entries over time ---------------------------------------------------------------
-
-def expiry_text(run: Run, expiry: Any) -> str:
-    if not isinstance(expiry, int):
-        return "?"
-    if expiry >= NEVER_MS:
-        return "never"
-    return f"+{rel(run, expiry)}ms"
-
-
-def _entry_fields(run: Run, entry: dict[str, Any] | None) -> dict[str, Any]:
-    if not isinstance(entry, dict):
-        return {"type": "none", "addr": "", "sticky": False, "visible": False, "expiry": ""}
-    return {"type": str(entry.get("type")), "addr": str(entry.get("addr")), "sticky": bool(entry.get("sticky")),
-            "visible": bool(entry.get("visible")), "expiry": expiry_text(run, entry.get("expiry"))}
-
-
-def routing(run: Run) -> dict[str, Any]:
-    """Per participant and runtime: the entry held between changes (``entries``: bars) and
-    every put, remove and purge with its outcome (``changes``: points, refusals marked)."""
-    end = rel(run, max((e["ts"] for e in run.events), default=run.start))
-    lanes: dict[tuple[str, str], list[Event]] = defaultdict(list)
-    for e in run.events:
-        if e["ev"] in RT_EVENTS and isinstance(e.get("participant"), str):
-            lanes[(e["participant"], e["rt"])].append(e)
-    entries, changes = [], []
-    for (p, rt), events in lanes.items():
-        for i, e in enumerate(events):
-            t = rel(run, e["ts"])
-            op = e["ev"].removeprefix("rt.")
-            outcome = str(e.get("outcome") or "")
-            held = None if e["ev"] == "rt.purge" else e.get("entry")
-            changes.append({"p": p, "rt": rt, "t": t, "op": op, "outcome": outcome,
-                            "reason": str(e.get("reason") or ""), "origin": str(e.get("origin") or ""),
-                            "policy": str(e.get("policy") or ""), "old": entry_text(e.get("old")),
-                            "offered": entry_text(e.get("new")) if op == "put" else "",
-                            "held": entry_text(held), "refused": outcome.startswith("refused"),
-                            "mark": f"{op} {outcome}".strip()})
-            if isinstance(held, dict):
-                t1 = rel(run, events[i + 1]["ts"]) if i + 1 < len(events) else end
-                entries.append({"p": p, "rt": rt, "t0": t, "t1": max(t1, t + 1), **_entry_fields(run, held)})
-    changes.sort(key=lambda c: (c["t"], c["rt"]))  # the table reads in time order, across runtimes
-    participants = sorted({p for p, _ in lanes})
-    # the first participant shown: one whose entry changed somewhere, else the first
-    busy = Counter(c["p"] for c in changes if c["outcome"] not in ("created",))
-    first = busy.most_common(1)[0][0] if busy else (participants[0] if participants else "")
-    return {"participants": participants, "entries": entries, "changes": changes, "first": first, "end": end}
 
 
 # -- series for the plots ------------------------------------------------------------------

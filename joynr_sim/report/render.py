@@ -28,6 +28,9 @@ from brokers.promises import BY_ID as BROKER_PROPERTIES
 from ..write_failure import OutDirError, WriteFailure, prepare_out_dir
 from . import model, plots
 from .inputs import ReportError, RunInput, Step
+from .matrix import matrix_view, read_matrix
+from .names import described, participant_names
+from .routing import routing as routing_model
 
 GENERATOR = "joynr-sim report"
 MARK = f'<meta name="generator" content="{GENERATOR}">'
@@ -108,6 +111,12 @@ def write_page(path: Path, text: str) -> None:
         raise
 
 
+def page_label(run_dir: Path, *, matrix: bool = False) -> str:
+    """What a run's page is named after: its folder, and in a matrix its rule set's too
+    (``<rule set>/<scenario>``: every rule set has a run of each scenario)."""
+    return f"{run_dir.parent.name}/{run_dir.name}" if matrix else run_dir.name
+
+
 def page_names(run_names: list[str]) -> list[str]:
     """``<run folder>.html``, unique, never the index's name."""
     names: list[str] = []
@@ -133,22 +142,28 @@ class Written:
 def run_context(inp: RunInput, out: Path, page: str) -> dict[str, Any]:
     run = inp.run
     runtimes = run.runtimes()
-    msgs = model.messages(run)
-    routing = model.routing(run)
+    names = participant_names(run.events)
+    msgs = model.messages(run, names)
     violations = []
     for verdict in inp.verdicts:
         for v in verdict.violations:
             href = os.path.relpath(v.slice_file, out) if v.slice_file else None
             violations.append(model.violation_view(run, v, len(violations), href))
+    steps = list(inp.manifest.steps) if inp.manifest else _trace_steps(run.events)
+    violating = {ref for verdict in inp.verdicts for v in verdict.violations for ref in v.refs}
+    routing = routing_model(run, violated=[v.participant for v in violations], violating=violating, steps=steps,
+                            names=names)
     listed = {m["id"] for m in msgs.listed}
     lat = model.latencies(run)
     ms = sorted(r["ms"] for r in lat)
+    series = model.activity(run)
     data = {
         "messages": msgs.listed, "conversations": msgs.conversations, "failing": msgs.failing,
         "routing": {"participants": routing["participants"], "changes": routing["changes"],
-                    "first": routing["first"]},
+                    "first": routing["first"], "why": routing["why"], "labels": routing["labels"]},
         "plots": {k: v for k, v in {
-            "activity": plots.activity(model.activity(run), runtimes),
+            "activity": plots.activity(series, runtimes),
+            "sent": plots.activity(series, runtimes, "sent"),
             "latency": plots.latency(lat),
             "drops": plots.drops(model.drops(run), runtimes),
             "links": plots.links(model.links(run), runtimes),
@@ -156,15 +171,17 @@ def run_context(inp: RunInput, out: Path, page: str) -> dict[str, Any]:
         }.items() if v is not None},
     }
     manifest = inp.manifest
+    failing = [msgs.conversations[i] for i in msgs.failing]
     return {
         "page": page, "inp": inp, "m": manifest, "outcome": model.run_outcome(inp), "run_id": inp.run_id,
+        "expectation": inp.expectation,
         "broker": redact(manifest.broker) if manifest else "", "summary": model.summary(run),
-        "steps": manifest.steps if manifest else _trace_steps(run.events),
-        "verdicts": inp.verdicts, "violations": violations, "listed": listed,
+        "steps": steps, "verdicts": inp.verdicts, "violations": violations, "listed": listed,
         "check_report": os.path.relpath(inp.check_report, out) if inp.check_report else None,
         "messages_total": len(msgs.listed) + msgs.not_listed, "not_listed": msgs.not_listed,
-        "failing_count": len(msgs.failing), "latency": _percentiles(ms),
-        "data": data, "run_path": str(inp.path),
+        "failing_count": len(msgs.failing), "explained_count": sum(bool(c["explained"]) for c in failing),
+        "latency": _percentiles(ms), "data": data, "run_path": str(inp.path),
+        "participant_names": {p: described(names, p) for p in names},
         "broker_property_titles": {p.id: f"{p.title}: {p.description} ({p.section})"
                                    for p in BROKER_PROPERTIES.values()},
     }
@@ -187,9 +204,13 @@ def _percentiles(ms: list[int]) -> dict[str, int] | None:
 
 def index_row(inp: RunInput, page: str, ctx: dict[str, Any]) -> dict[str, Any]:
     steps = ctx["steps"]
+    cell = inp.expectation
     return {
         "page": page, "name": inp.manifest.scenario if inp.manifest else inp.path.name,
         "outcome": ctx["outcome"], "policy": inp.manifest.policy if inp.manifest else "",
+        "expected": cell.expected if cell else "", "as_expected": bool(cell and cell.as_expected),
+        "ok": cell.ok if cell else ctx["outcome"] == "passed",
+        "key": (cell.scenario, cell.column) if cell else None,
         "broker": ctx["broker"], "steps_ok": sum(s.outcome == "ok" for s in steps), "steps": len(steps),
         "checked": bool(inp.verdicts), "violations": len(ctx["violations"]),
         "not_listed": any(v.status == "not listed" for v in inp.verdicts),
@@ -213,7 +234,7 @@ def check_out(out: Path, run_names: list[str]) -> list[str]:
 
 
 def write_reports(runs: list[RunInput], out: Path) -> Written:
-    names = check_out(out, [r.path.name for r in runs])  # before anything is written
+    names = check_out(out, [page_label(r.path, matrix=r.in_matrix) for r in runs])  # before anything is written
     prepare_out(out)
     env = _environment()
     common = {"css": _static("report.css"), "generator": GENERATOR, "version": _joynr_sim_version()}
@@ -225,6 +246,9 @@ def write_reports(runs: list[RunInput], out: Path) -> Written:
         write_page(out / name, text)
         pages.append(out / name)
         rows.append(index_row(inp, name, ctx))
+    matrices = {r.path.resolve().parent.parent for r in runs if r.in_matrix}
+    grids = [matrix_view(read_matrix(folder), {row["key"]: row for row in rows if row["key"]})
+             for folder in sorted(matrices)]
     index = out / INDEX
-    write_page(index, env.get_template("index.html.j2").render(**common, rows=rows))
+    write_page(index, env.get_template("index.html.j2").render(**common, rows=rows, grids=grids))
     return Written(index, pages)

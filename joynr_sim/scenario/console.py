@@ -3,15 +3,17 @@ after another with a live progress display, then a summary table (scenario, step
 outcome, duration). With ``--policy all``, every scenario runs under every policy
 (``OUT/<policy>/<scenario>/``, ``--jobs`` at a time) and the policy matrix is printed and
 written to ``OUT/matrix.json`` (see ``matrix``). ``--check`` then runs the Spark checks over
-the runs, ``--junit FILE`` writes one test case per run.
+the runs and keeps each run's verdicts in ``<run>/check/report.json`` (as ``joynr-sim check``
+would), ``--junit FILE`` writes one test case per run, ``--report`` the HTML report to
+``OUT/report/`` (of a matrix: its grid of expected and actual outcomes too).
 
 Exit status: 0 every scenario passed (with ``--policy all``: held under its own policy and
 failed under each it guards against; with ``--check``: and no violation where it must hold),
 1 otherwise, 2 a scenario file or an option is unusable (nothing runs, nothing is written),
 3 a run could not be carried out (a broker, the GCD store or a port could not be reached, or
 a write to its run directory failed: ``cannot write <path>: <reason>``; without ``--policy
-all`` the scenarios after it are not run), the checks could not run, or ``matrix.json``,
-``--junit`` or ``--report`` could not be written.
+all`` the scenarios after it are not run), the checks could not run, or their report.json,
+``matrix.json``, ``--junit`` or ``--report`` could not be written.
 """
 
 from __future__ import annotations
@@ -73,7 +75,8 @@ def run_scenarios(
 ) -> int:
     """Run the scenarios under ``paths``; returns the exit status (see the module). With
     ``report``, the HTML report of the runs goes to ``out/report/`` and its index is printed,
-    also when a step failed. ``policy`` ``"all"`` runs the policy matrix. ``join``: (run name,
+    also when a step failed (with the checker's verdicts when ``check``). ``policy`` ``"all"``
+    runs the policy matrix. ``join``: (run name,
     hosts, seconds to wait for them): the runtimes run on hosts that joined (``host.join``).
     ``hosts`` and ``network``: see ``run_scenario``. ``gcd_last_seen_timeout_ms`` switches the
     GCD's last-seen sweep on in every scenario, over what a scenario says."""
@@ -96,12 +99,10 @@ def run_scenarios(
     policies = list(RULE_SET_NAMES) if matrix else [policy]
     problem = (check_inputs(scenarios, out=out, broker=broker, gcd_store=gcd_store,
                             folders=[run_folder(p) for p in policies] if matrix else None, network=network)
-               or (check_report_target(scenarios, out) if report else None)
+               or (check_report_target(scenarios, out, policies if matrix else None) if report else None)
                or (check_matrix_target(out) if matrix else None)
                or (check_junit_target(junit) if junit else None)
                or (None if 1 <= jobs <= MAX_JOBS else f"--jobs must be 1 to {MAX_JOBS}, got {jobs}")
-               or ("--report goes with one policy; the matrix has a run per policy (see matrix.json)"
-                   if matrix and report else None)
                or (_join_problem(join, broker, matrix) if join else None))
     if problem:
         return refuse(problem)
@@ -153,7 +154,7 @@ def run_scenarios(
         else:
             status = EXIT_PASSED if all_ok(cells) else EXIT_STEP_FAILED
     if report and results:
-        status = _write_report(results, out, console, err, status)
+        status = _write_report(results, out, console, err, status, matrix)
     return status
 
 
@@ -232,15 +233,19 @@ def _run_matrix(scenarios: list[Scenario], policies: list[str], out: Path, broke
 
 def _check(cells: list[Cell], err: Console) -> int:
     """Attach the checker's violations to the cells; EXIT_SETUP when the checks could not run."""
-    from .checking import CheckError, violations_by_run
+    from .checking import CheckError, check_and_keep
 
     try:
-        found = violations_by_run([c.run_dir for c in cells if c.outcome != "error"])
+        found, unwritten = check_and_keep({c.run_dir: c.run_id for c in cells if c.outcome != "error"})
     except CheckError as exc:
         err.print(f"[red]joynr-sim run: --check: {escape(str(exc))}[/]", soft_wrap=True, highlight=False)
         return EXIT_SETUP
     for c in cells:
         c.add_violations(found.get(c.run_id, []))
+    if unwritten is not None:  # the verdicts stand; the report would call the runs not checked
+        failure = WriteFailure.of(Path(unwritten.filename or "."), unwritten)
+        err.print(f"[red]joynr-sim run: --check: {escape(str(failure))}[/]", soft_wrap=True, highlight=False)
+        return EXIT_SETUP
     return EXIT_PASSED
 
 
@@ -283,25 +288,34 @@ def _clip(text: str, limit: int = 120) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def check_report_target(scenarios: list[Scenario], out: Path) -> str | None:
-    """Whether ``out/report/`` can take the pages of these runs, before anything runs."""
-    from ..report import ReportError, check_out
+def check_report_target(scenarios: list[Scenario], out: Path, policies: list[str] | None = None) -> str | None:
+    """Whether ``out/report/`` can take the pages of these runs, before anything runs;
+    ``policies``: the matrix's, whose runs lie in ``out/<rule set>/``."""
+    from ..report import ReportError, check_out, page_label
 
-    if any(s.name == REPORT_DIR for s in scenarios):
+    taken = [s.name for s in scenarios] if policies is None else [run_folder(p) for p in policies]
+    if REPORT_DIR in taken:
         return (f"a scenario named {REPORT_DIR!r} would share its folder with --report's pages "
                 f"({out / REPORT_DIR}); rename the scenario or run without --report")
+    if policies is None:
+        labels = [s.name for s in scenarios]
+    else:
+        labels = [page_label(out / run_folder(p) / s.name, matrix=True) for p in policies for s in scenarios]
     try:
-        check_out(out / REPORT_DIR, [s.name for s in scenarios])
+        check_out(out / REPORT_DIR, labels)
     except ReportError as exc:
         return f"--report: {exc}"
     return None
 
 
-def _write_report(results: list[RunResult], out: Path, console: Console, err: Console, status: int) -> int:
+def _write_report(results: list[RunResult], out: Path, console: Console, err: Console, status: int,
+                  matrix: bool = False) -> int:
     from ..report import ReportError, write_report
 
     try:
-        written = write_report([Path(r.run_dir) for r in results], out=out / REPORT_DIR)
+        # a matrix: OUT itself, which the report reads with its matrix.json
+        paths = [out] if matrix else [Path(r.run_dir) for r in results]
+        written = write_report(paths, out=out / REPORT_DIR)
     except (ReportError, WriteFailure) as exc:
         err.print(f"[red]joynr-sim run: --report: {escape(redact(str(exc)))}[/]", soft_wrap=True, highlight=False)
         return EXIT_SETUP if isinstance(exc, WriteFailure) else status or EXIT_SETUP

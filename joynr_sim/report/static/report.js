@@ -23,7 +23,24 @@
 
   // -- sequence diagrams ---------------------------------------------------------------
 
-  const GUTTER = 120, ROW = 24, TOP = 34, CHAR = 6.6;
+  const GUTTER = 120, ROW = 24, TOP = 34, CHAR = 7;
+
+  // The widths above are estimates from a character count; once a diagram is in the page,
+  // its drawing is measured and the canvas grown to hold every label (a long header too).
+  function fit(root) {
+    const box = root.getBBox();
+    if (!box.width) return;  // not laid out (hidden): fitted when shown
+    const x0 = Math.min(0, Math.floor(box.x) - 2), y0 = Math.min(0, Math.floor(box.y) - 2);
+    const width = Math.max(Number(root.getAttribute("width")), Math.ceil(box.x + box.width) + 8) - x0;
+    const height = Math.max(Number(root.getAttribute("height")), Math.ceil(box.y + box.height) + 6) - y0;
+    root.setAttribute("width", width);
+    root.setAttribute("height", height);
+    root.setAttribute("viewBox", `${x0} ${y0} ${width} ${height}`);
+  }
+
+  function fitAll(container) {
+    for (const root of container.querySelectorAll("svg.seq")) fit(root);
+  }
 
   function drawDiagram(conv) {
     const labels = conv.rows.filter((r) => r.k === "hop").map((r) => r.label.length);
@@ -96,19 +113,22 @@
     for (const id of conv.ids) {
       const m = byId.get(id);
       if (!m) continue;
-      title.appendChild(el("span", {id: `diagram-${id}`, class: `pill ${outcomeClass(m.outcome)}`}, `${m.type} ${id.slice(0, 8)}: ${m.outcome}`));
+      title.appendChild(el("span", {id: `diagram-${id}`, class: `pill ${outcomeClass(m)}`}, `${m.type} ${id.slice(0, 8)}: ${m.outcome}`));
       title.appendChild(document.createTextNode(" "));
     }
+    if (conv.explained) title.appendChild(el("span", {class: "pill warn explained", title: conv.explained}, "explained by the trace"));
     block.appendChild(title);
+    if (conv.explained) block.classList.add("explained");
     const scroll = el("div", {class: "scroll"});
     scroll.appendChild(drawDiagram(conv));
     block.appendChild(scroll);
     return block;
   }
 
-  function outcomeClass(outcome) {
-    if (outcome === "delivered") return "ok";
-    return outcome.startsWith("dropped") ? "bad" : "warn";
+  function outcomeClass(m) {
+    if (m.outcome === "delivered") return "ok";
+    if (m.explained) return "warn";  // a crash or an outage explains it: no loss
+    return m.outcome.startsWith("dropped") || m.outcome.startsWith("sent, not") ? "bad" : "warn";
   }
 
   const failing = document.getElementById("failing-diagrams");
@@ -116,6 +136,7 @@
     failing.appendChild(el("p", {class: "ok"}, "Every message was delivered and every request answered."));
   }
   for (const index of data.failing) failing.appendChild(conversationBlock(index));
+  fitAll(failing);
 
   // -- the message list and the viewer --------------------------------------------------
 
@@ -125,12 +146,13 @@
     const tr = el("tr", {"data-msg": m.id, class: "clickable"});
     const cells = [m.id, m.type, `+${m.t}ms`, m.from, m.to, String(m.hops), m.outcome, m.where];
     cells.forEach((text, i) => {
-      const td = el("td", i === 6 ? {class: outcomeClass(m.outcome)} : {}, text);
-      tr.appendChild(td);
+      const attrs = i === 6 ? {class: outcomeClass(m)} : {};
+      if (i === 6 && m.explained) attrs.title = m.explained;
+      tr.appendChild(el("td", attrs, text));
     });
     tr.addEventListener("click", () => { location.hash = `msg-${encodeURIComponent(m.id)}`; });
     tbody.appendChild(tr);
-    return {tr: tr, text: cells.join(" ").toLowerCase()};
+    return {tr: tr, text: [...cells, m.ids].join(" ").toLowerCase()};
   });
   const search = document.getElementById("msg-search");
   const count = document.getElementById("msg-count");
@@ -161,6 +183,7 @@
       for (const r of rows) r.tr.classList.toggle("selected", r.tr.dataset.msg === id);
     }
     viewer.hidden = false;
+    fitAll(viewer);
     viewer.scrollIntoView({block: "start"});
   }
 
@@ -170,7 +193,11 @@
   const note = document.getElementById("participant-note");
   const known = new Set(data.routing.participants);
   const options = document.getElementById("participants");
-  for (const p of data.routing.participants) options.appendChild(el("option", {value: p}));
+  const labels = data.routing.labels;
+  const nameNote = document.getElementById("participant-name");
+  for (const p of data.routing.participants) {
+    options.appendChild(el("option", labels[p] ? {value: p, label: labels[p]} : {value: p}));
+  }
   const changes = document.querySelector("#rt-changes tbody");
 
   function showParticipant(p) {
@@ -179,11 +206,13 @@
       return;
     }
     participant.value = p;
-    note.textContent = "";
+    nameNote.textContent = labels[p] || "";
+    note.textContent = p === data.routing.first && data.routing.why ? `(shown first: ${data.routing.why})` : "";
     changes.replaceChildren();
     for (const c of data.routing.changes.filter((c) => c.p === p)) {
-      const tr = el("tr", c.refused ? {class: "refused"} : {});
-      for (const text of [`+${c.t}ms`, c.rt, (c.refused ? "✗ " : "") + c.mark, c.reason, c.origin, c.old, c.offered, c.held]) {
+      const tr = el("tr", c.violating ? {class: "violating"} : c.refused ? {class: "refused"} : {});
+      const mark = (c.violating ? "⚠ violation: " : "") + (c.refused ? "✗ " : "") + c.mark;
+      for (const text of [`+${c.t}ms`, c.rt, mark, c.reason, c.origin, c.old, c.offered, c.held]) {
         tr.appendChild(el("td", {}, text));
       }
       changes.appendChild(tr);
