@@ -124,6 +124,7 @@ def run(args: argparse.Namespace, console: Console | None = None) -> int:
         _error(err, f"--work-dir {args.work_dir}: {exc.strerror or exc}")
         return EXIT_UNUSABLE
     handle = None
+    interrupted = False
     try:
         if args.connect is not None:
             handle = connect(args.connect)
@@ -146,6 +147,9 @@ def run(args: argparse.Namespace, console: Console | None = None) -> int:
             print_table(console, outcome)
             console.print(f"report: {report}", highlight=False, soft_wrap=True)
         return status
+    except KeyboardInterrupt:
+        interrupted = True
+        raise
     except InputError as exc:
         _error(err, str(exc))
         return EXIT_UNUSABLE
@@ -160,10 +164,10 @@ def run(args: argparse.Namespace, console: Console | None = None) -> int:
         return EXIT_UNUSABLE
     finally:
         if handle is not None:
-            if handle.archive is not None and not args.quiet:
+            if handle.archive is not None and not args.quiet and not interrupted:
                 err.print("note: Spark's JVM saves its classes for quicker starts as this process ends "
                           "(the first short local check only)", highlight=False, soft_wrap=True)
-            handle.stop()
+            handle.stop(interrupted=interrupted)
         shutil.rmtree(scratch, ignore_errors=True)
 
 

@@ -153,16 +153,23 @@ def start(port: int = DEFAULT_PORT, master: str = "local[*]", driver_memory: str
     if done.returncode != 0:
         raise ServerError(f"start-connect-server.sh failed: {(done.stderr or done.stdout).strip()[:300]}", 3)
     deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
+    try:
+        while time.monotonic() < deadline:
+            try:
+                pid = int(_pid_file(state).read_text().strip())
+            except (OSError, ValueError):
+                pid = None
+            if pid is not None and not _is_server(pid):
+                raise ServerError(f"the Spark Connect server exited while starting; see {_log(logs)}", 3)
+            if pid is not None and _answers(port):
+                return Server(pid, port)
+            time.sleep(0.25)
+    except KeyboardInterrupt:  # Ctrl-C: the server half started goes with the command
         try:
-            pid = int(_pid_file(state).read_text().strip())
-        except (OSError, ValueError):
-            pid = None
-        if pid is not None and not _is_server(pid):
-            raise ServerError(f"the Spark Connect server exited while starting; see {_log(logs)}", 3)
-        if pid is not None and _answers(port):
-            return Server(pid, port)
-        time.sleep(0.25)
+            stop(state=state)
+        except ServerError:  # its pid file not written yet: nothing of it to find
+            pass
+        raise
     raise ServerError(f"the Spark Connect server did not listen on port {port} within {timeout_s:.0f} s; "
                       f"see {_log(logs)} (stop it with `joynr-sim spark stop`)", 3)
 

@@ -13,6 +13,7 @@ import logging
 import os
 import re
 import socket
+import subprocess
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +22,7 @@ from pyspark import SparkConf, SparkContext
 from pyspark.sql import SparkSession
 
 from .classarchive import ClassArchive, class_archive
+from .interrupt import end_jvm, held_sigint, quiet_py4j, spark_context
 
 _LOG4J2 = """\
 rootLogger.level = error
@@ -44,10 +46,24 @@ class SparkHandle:
     jvm_pid: int | None
     jvm_log: Path | None
     archive: ClassArchive | None = None  # the class archive its JVM writes as it exits, if any
+    jvm: subprocess.Popen | None = None  # the local JVM started here, if any
 
-    def stop(self) -> None:
-        if self.owned:
+    def stop(self, interrupted: bool = False) -> None:
+        """Stop a session started here. ``interrupted`` (Ctrl-C): nothing of it is wanted any
+        more, so its JVM is ended and waited for now instead of asked to stop, and the class
+        archive it was to write as it exits is given up (an interrupted dump is of no use)."""
+        if not self.owned:
+            return
+        if interrupted and self.jvm is not None:
+            end_jvm(self.jvm)
+            if self.archive is not None:
+                self.archive.discard()
+            return
+        try:
             self.spark.stop()
+        except Exception:
+            if not interrupted:
+                raise
 
 
 def _is_local(master: str) -> bool:
@@ -271,6 +287,7 @@ def start(
     keeps both compilers and collects with the parallel collector (``LONG_RUN_JVM``).
     """
     logging.getLogger("py4j").setLevel(logging.CRITICAL)
+    quiet_py4j()
     active = SparkSession.getActiveSession()
     if active is not None:
         return SparkHandle(active, owned=False, jvm_pid=_jvm_pid(), jvm_log=None)
@@ -326,26 +343,38 @@ def _start(
         conf.set("spark.driver.extraJavaOptions", " ".join(driver_opts))
     if _is_local(master):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    try:
-        from pyspark.java_gateway import launch_gateway
+    gateway = None
+    with held_sigint() as interrupted:
+        try:
+            from pyspark.java_gateway import launch_gateway
 
-        gateway = launch_gateway(conf, popen_kwargs=popen_kwargs)
-        if archive is not None:  # the JVM is left alone: it writes the archive when this process ends
-            archive.writer_started(getattr(getattr(gateway, "proc", None), "pid", None))
-        sc = SparkContext(conf=conf, gateway=gateway)
-    except Exception as exc:  # the JVM did not come up: say so without its stack trace
-        hint = f"; the JVM said: {_tail(jvm_log)}" if jvm_log and _tail(jvm_log) else ""
-        raise SparkStartError(
-            f"could not start Spark with master {master!r} "
-            f"(Java 17 or 21 needed): {_first_line(exc)}{hint}"
-        ) from None
-    finally:
-        if popen_kwargs:
-            popen_kwargs["stdout"].close()
+            gateway = launch_gateway(conf, popen_kwargs=popen_kwargs)
+            if archive is not None:  # the JVM is left alone: it writes the archive when this process ends
+                archive.writer_started(getattr(getattr(gateway, "proc", None), "pid", None))
+            sc = spark_context(conf, gateway)
+        except KeyboardInterrupt:  # pyspark's own handler, inside SparkContext: as below
+            interrupted.append(True)
+        except Exception as exc:  # the JVM did not come up: say so without its stack trace
+            hint = f"; the JVM said: {_tail(jvm_log)}" if jvm_log and _tail(jvm_log) else ""
+            raise SparkStartError(
+                f"could not start Spark with master {master!r} "
+                f"(Java 17 or 21 needed): {_first_line(exc)}{hint}"
+            ) from None
+        finally:
+            if popen_kwargs:
+                popen_kwargs["stdout"].close()
+    if interrupted:  # Ctrl-C while the JVM came up: it goes with the command, its archive unwritten
+        proc = getattr(gateway, "proc", None)
+        if proc is not None:
+            end_jvm(proc)
+        if archive is not None and archive.writing is not None:  # a mapped archive stays
+            archive.discard()
+        raise KeyboardInterrupt
     sc.setLogLevel("ERROR")
     spark = SparkSession(sc)
     writing = archive if archive is not None and archive.writing is not None else None
-    return SparkHandle(spark, owned=True, jvm_pid=_jvm_pid(), jvm_log=jvm_log, archive=writing)
+    return SparkHandle(spark, owned=True, jvm_pid=_jvm_pid(), jvm_log=jvm_log, archive=writing,
+                       jvm=getattr(gateway, "proc", None))
 
 
 def _jvm_pid() -> int | None:

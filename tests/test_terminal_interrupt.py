@@ -1,0 +1,95 @@
+"""Ctrl-C during a Spark check: the command ends with one line and exit 130, no py4j or
+pyspark traceback, and the Spark JVM it started is gone. A real process, sent SIGINT the
+way a terminal sends it (to the whole foreground process group) while its JVM runs."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from joynr_sim.cli import main
+
+pytestmark = [pytest.mark.spark,
+              pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads processes from /proc")]
+
+ROOT = Path(__file__).resolve().parent.parent
+SCENARIO = ROOT / "scenarios" / "cc-refuses-route-to-own-topic.yaml"
+JOYNR_SIM = Path(sys.executable).parent / "joynr-sim"
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def _stat(pid: int) -> list[str] | None:
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return text[text.rindex(")") + 2:].split()  # after "pid (comm) ": state, ppid, ...
+
+
+def _alive(pid: int) -> bool:
+    fields = _stat(pid)
+    return fields is not None and fields[0] != "Z"
+
+
+def _jvm_of(root: int) -> int | None:
+    """The Spark driver JVM among ``root``'s descendants (not the short-lived java that
+    ``spark-class`` runs first to build its command line)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and (fields := _stat(int(entry.name))) is not None:
+            children.setdefault(int(fields[1]), []).append(int(entry.name))
+    todo = list(children.get(root, []))
+    while todo:
+        pid = todo.pop()
+        try:
+            if b"org.apache.spark.deploy.SparkSubmit" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                return pid
+        except OSError:
+            continue
+        todo += children.get(pid, [])
+    return None
+
+
+def _cpu_s(pid: int) -> float:
+    fields = _stat(pid)
+    return 0.0 if fields is None else (int(fields[11]) + int(fields[12])) / TICKS  # utime, stime
+
+
+def _until(what, deadline_s: float):
+    end = time.monotonic() + deadline_s
+    while time.monotonic() < end:
+        found = what()
+        if found:
+            return found
+        time.sleep(0.05)
+    return what()
+
+
+@pytest.mark.parametrize("jvm_cpu_s", [3.0, 10.0], ids=["as-spark-starts", "while-it-checks"])
+def test_ctrl_c_during_a_spark_check_is_one_line_exit_130_and_the_jvm_goes(tmp_path, jvm_cpu_s) -> None:
+    runs = tmp_path / "runs"
+    assert main(["run", str(SCENARIO), "--network", "memory", "--seed", "1", "--out", str(runs)]) == 0
+    env = {**os.environ, "COLUMNS": "80", "XDG_CACHE_HOME": str(tmp_path / "xdg")}
+    proc = subprocess.Popen([str(JOYNR_SIM), "check", "--no-cache", "--out", str(tmp_path / "check"), str(runs)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, start_new_session=True)
+    try:
+        jvm = _until(lambda: _jvm_of(proc.pid), 120)
+        assert jvm, "no Spark JVM started"
+        # the JVM at work, the check not yet done: a cold check costs its JVM some 30 s of CPU
+        assert _until(lambda: _cpu_s(jvm) > jvm_cpu_s or proc.poll() is not None, 180)
+        assert proc.poll() is None, "the check ended before it could be interrupted"
+        os.killpg(proc.pid, signal.SIGINT)  # as a terminal's Ctrl-C: the whole process group
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130
+    assert err.decode().strip().splitlines() == ["joynr-sim check: interrupted"]
+    assert "Traceback" not in out.decode() + err.decode()
+    assert not _alive(jvm), "the Spark JVM outlived the command"
