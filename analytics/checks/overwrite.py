@@ -228,6 +228,27 @@ def _old_not_held(ctx: CheckContext) -> DataFrame:
     return mismatched.join(reset, ["run", "rt", "seq"], "left_anti").select("run", "rt", "seq", "held", "held_seq")
 
 
+def _summary():
+    """``<rt> <ev> <participant>: <old> -> <new> <outcome> under <the run's policy>; the seed
+    (<judged>) refuses|accepts this <op> (<problems>)``: what happened is the run's policy's
+    doing, the verdict the seed's, and the two are named apart (a run whose policy has no
+    seed table is judged against precedence)."""
+    op = F.regexp_replace("ev", r"^rt\.", "")
+    verdict = (
+        F.when(F.col("expected") == "refuse", F.concat(F.lit("refuses this "), op))
+        .when(F.col("expected") == "accept", F.concat(F.lit("accepts this "), op))
+        .otherwise(F.concat(F.lit("has no rule for this "), op))
+    )
+    return F.concat(
+        F.col("rt"), F.lit(" "), F.col("ev"), F.lit(" "), F.col("participant"), F.lit(": "),
+        F.coalesce(F.col("old.type"), F.lit("none")), F.lit(" -> "),
+        F.coalesce(F.col("new.type"), F.lit("-")), F.lit(" "), F.coalesce(F.col("outcome"), F.lit("(no outcome)")),
+        F.lit(" under "), F.coalesce(F.col("declared"), F.lit("no declared policy")),
+        F.lit("; the seed ("), F.col("judged"), F.lit(") "), verdict,
+        F.lit(" ("), F.array_join("problems", ", "), F.lit(")"),
+    )
+
+
 def compute(ctx: CheckContext) -> CheckOutput:
     judged = (
         _judged_puts(ctx).unionByName(_judged_deletes(ctx))
@@ -242,12 +263,7 @@ def compute(ctx: CheckContext) -> CheckOutput:
         run=F.col("run"),
         key=key("run", "rt", F.col("seq").cast("string")),
         kind=F.array_join("problems", ","),
-        summary=F.concat(
-            F.col("rt"), F.lit(" "), F.col("ev"), F.lit(" "), F.col("participant"), F.lit(": "),
-            F.coalesce(F.col("old.type"), F.lit("none")), F.lit(" -> "),
-            F.coalesce(F.col("new.type"), F.lit("-")), F.lit(" "), F.col("outcome"),
-            F.lit(" under "), F.col("judged"), F.lit(" ("), F.array_join("problems", ", "), F.lit(")"),
-        ),
+        summary=_summary(),
         details=F.to_json(
             F.struct(
                 "participant", "declared", "judged", "outcome", "expected", "rule", "seed",
