@@ -67,7 +67,7 @@ def test_a_bad_option_is_one_line_and_exit_2(argv, problem, tmp_path, capsys) ->
 def test_the_default_shrink_budget_grows_with_the_exploration() -> None:
     from joynr_sim.explore.console import shrink_budget
 
-    assert shrink_budget(2, None) == 120 and shrink_budget(4, None) == 240  # a minute a run, two at least
+    assert shrink_budget(2, None) == 60 and shrink_budget(4, None) == 120  # half a minute a run
     assert shrink_budget(1000, None) == 900  # at most 15 minutes
     assert shrink_budget(None, 600) == 300 and shrink_budget(None, 60) == 30  # half of --budget
 

@@ -1,6 +1,6 @@
 """Run random schedules of steps and faults, judge the runs in batches with the Spark checks
-and shrink each new failure to the smallest scenario that still fails the same way (under a
-policy other than precedence: that still holds under precedence, a guard).
+and shrink each run's new failures, together, to the smallest scenario that still fails the
+same way (under a policy other than precedence: that still holds under precedence, a guard).
 
 Exit status: 0 nothing found; 1 failures found (each shrunk, its scenario written); 2 bad
 input (an option, or an --out that holds something explore did not write or that cannot be
@@ -29,17 +29,36 @@ _UNIT_S = {"s": 1, "m": 60, "h": 3600, None: 1}
 MARKER = "explore.json"
 SHRINK_TRIES = 100
 SHRINK_BUDGET_S = 15 * 60  # the most a default shrink budget grows to
-SHRINK_PER_RUN_S = 60  # with --runs N: N minutes of shrinking (at least two), up to SHRINK_BUDGET_S
+SHRINK_PER_RUN_S = 30  # with --runs N: half a minute of shrinking per run, up to SHRINK_BUDGET_S
 NETWORKS = ("memory", "amqtt", "mosquitto")
 BROKERS = ("amqtt", "mosquitto")
+# What the announced bound adds to exploring and shrinking, measured on 2 cores: Spark's
+# start, one judgement of a batch (a Spark job of every check), a run on a real broker
+# (on memory a fraction of a second), a batch of two runs (a real network's first batch).
+SPARK_START_S = 60
+JUDGE_S = 40
+RUN_S = 5
+BATCH = 2
 
 
 def shrink_budget(runs: int | None, budget_s: float | None) -> float:
     """The default time for shrinking, in proportion to the exploration: half of --budget,
-    or a minute per run of --runs."""
+    or half a minute per run of --runs (at most ``SHRINK_BUDGET_S``)."""
     if runs is None:
         return (budget_s or 600) / 2
-    return float(min(SHRINK_BUDGET_S, max(2 * SHRINK_PER_RUN_S, SHRINK_PER_RUN_S * runs)))
+    return float(min(SHRINK_BUDGET_S, SHRINK_PER_RUN_S * runs))
+
+
+def expected_bound_s(runs: int | None, budget_s: float | None, shrink_s: float) -> float:
+    """About how long the exploration takes at most: Spark's start, the runs (or --budget)
+    and their judgements, the shrink budget, and the judgements that finish a finding under
+    way when a budget ends (its replay and the precedence side)."""
+    exploring = (budget_s or 0) + JUDGE_S if runs is None else runs * RUN_S + -(-runs // BATCH) * JUDGE_S
+    return SPARK_START_S + exploring + shrink_s + 2 * JUDGE_S
+
+
+def _minutes(seconds: float) -> str:
+    return f"{max(1, -(-int(seconds) // 60))} min"
 
 
 def budget_seconds(text: str) -> int:
@@ -74,8 +93,8 @@ def add_parser(sub) -> None:
                         f"together runs some ahead) (default: {SHRINK_TRIES})")
     p.add_argument("--shrink-budget", type=budget_seconds,
                    help="time spent shrinking, shared by every failure found, e.g. 15m (default: half of --budget, "
-                        "or a minute per run of --runs, at least 2m, at most 15m); a failure found after it is "
-                        "spent is written as drawn")
+                        "or half a minute per run of --runs, at most 15m; the whole exploration's bound is said "
+                        "before it starts); a failure found after it is spent is written as drawn")
     p.set_defaults(func=cmd_explore)
 
 
@@ -131,7 +150,7 @@ def cmd_explore(args: argparse.Namespace, console: Console) -> int:
     from analytics.session import SparkStartError
 
     from .judge import CheckerLost
-    from .runner import Checker, Explorer
+    from .runner import Explorer
 
     budget = args.budget if args.runs is None and args.budget is not None else None
     if args.runs is None and budget is None:
@@ -139,9 +158,13 @@ def cmd_explore(args: argparse.Namespace, console: Console) -> int:
     broker = args.broker or "amqtt"
     network = args.network or broker
     shrink_s = args.shrink_budget if args.shrink_budget is not None else shrink_budget(args.runs, budget)
+    what = f"{args.runs} run{'s' if args.runs != 1 else ''}" if args.runs is not None else f"{_minutes(budget)} of runs"
+    console.print(f"exploring {what} (--policy {escape(args.policy)}, --network {network}); shrinking at most "
+                  f"{_minutes(shrink_s)}; ends within about {_minutes(expected_bound_s(args.runs, budget, shrink_s))}",
+                  highlight=False)
     with tempfile.TemporaryDirectory(prefix="joynr-explore-") as scratch:
         try:
-            checker = Checker(Path(scratch))
+            checker = _checker(Path(scratch))
         except SparkStartError as exc:
             err.print(f"[red]joynr-sim explore: {escape(str(exc))}[/]", soft_wrap=True, highlight=False)
             return 3
@@ -158,8 +181,12 @@ def cmd_explore(args: argparse.Namespace, console: Console) -> int:
         explorer = Explorer(args.out, policy=args.policy, broker=broker, network=network, seed=args.seed,
                             checker=checker, shrink_tries=args.shrink_tries, shrink_budget_s=shrink_s,
                             batch=args.batch, confirm=args.confirm, on_event=progress)
+        interrupted = False
         try:
             summary = explorer.explore(runs=args.runs, budget_s=budget)
+        except KeyboardInterrupt:  # the command says so in one line; the JVM goes now
+            interrupted = True
+            raise
         except CheckerLost as exc:  # no judge, no exploring; what was found so far is written
             kept = _keep_jvm_log(exc.jvm_log, args.out)
             err.print(f"[red]joynr-sim explore: {escape(str(exc))}{escape(kept)}[/]", soft_wrap=True,
@@ -170,20 +197,37 @@ def cmd_explore(args: argparse.Namespace, console: Console) -> int:
             err.print(f"[red]joynr-sim explore: {escape(str(failure))}[/]", soft_wrap=True, highlight=False)
             return 3
         finally:
-            checker.close()
-    first = "" if summary.first_finding_s is None else f", first failure after {summary.first_finding_s:.0f} s"
-    table = Table(title=f"explore --seed {summary.seed} --policy {summary.policy} --network {network}: "
-                        f"{summary.runs} runs in {summary.batches} batches, {summary.seconds:.0f} s{first}")
-    for col in ("failure", "runs", "found at", "steps", "shrink", "replayed", "precedence", "confirmed", "scenario"):
-        table.add_column(col, overflow="fold")
-    for f in summary.findings:
-        also = "".join(f"\n+ {escape(a)}" for a in f.also)
-        table.add_row(escape("/".join(f.signature)) + also, str(summary.seen.get("/".join(f.signature), 0)),
-                      f"run {f.run_index}, {f.found_after_s:.0f} s", f"{f.steps_before} -> {f.steps_after}",
-                      f"{f.shrink_runs} runs, {f.shrink_seconds:.0f} s", f.replayed,
-                      escape(f.reference.split(":")[0] or "-") + (" (guard)" if f.guard else ""),
-                      escape(f.confirmed if not f.confirm_broker else f"{f.confirmed} on {f.confirm_broker}"),
-                      escape(f.scenario_file))
-    console.print(table)
+            checker.close(interrupted)
+    console.print(findings_table(summary, network))
     console.print(f"{args.out / MARKER}", highlight=False)
     return 1 if summary.findings else 0
+
+
+def _checker(scratch: Path):
+    from .runner import Checker
+
+    return Checker(scratch)
+
+
+def findings_table(summary, network: str) -> Table:
+    """One row per finding in five columns that fit 80: what failed (and what else its
+    scenario shows), when it was found, the shrink, the verdicts, and the scenario file (in
+    findings/; every value in full is in explore.json)."""
+    first = "" if summary.first_finding_s is None else f", first failure after {summary.first_finding_s:.0f} s"
+    table = Table(title=f"explore --seed {summary.seed} --policy {summary.policy} --network {network}: "
+                        f"{summary.runs} runs in {summary.batches} batches, {summary.seconds:.0f} s{first}",
+                  caption="scenarios in findings/; every value in explore.json", show_lines=True)
+    for col in ("failure (and its scenario)", "found", "shrunk", "verdict"):
+        table.add_column(col, overflow="fold", ratio=1 if col.startswith("failure") else None,
+                         max_width=16 if col == "verdict" else None)
+    for f in summary.findings:
+        sig = "/".join(f.signature)
+        # a check and its kind on lines of their own: a narrow column breaks there, not inside a word
+        also = "".join(f"\n+ {escape(a.replace('/', '/ ', 1))}" for a in f.also)
+        confirmed = f.confirmed if not f.confirm_broker else f"{f.confirmed} on {f.confirm_broker}"
+        reference = (f.reference.split(":")[0] or "-") + (" (guard)" if f.guard else "")
+        table.add_row(f"{escape(sig.replace('/', '/ ', 1))}{also}\n[dim]{escape(Path(f.scenario_file).name)}[/]",
+                      f"run {f.run_index}\n{f.found_after_s:.0f} s\nseen {summary.seen.get(sig, 0)}x",
+                      f"{f.steps_before} → {f.steps_after} steps\n{f.shrink_runs} runs\n{f.shrink_seconds:.0f} s",
+                      escape(f"replay {f.replayed}\nprecedence {reference}\n{confirmed}"))
+    return table

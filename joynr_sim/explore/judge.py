@@ -153,8 +153,8 @@ class Checker:
                 by_run.setdefault(v.run, []).append((r.name, v.kind, " ".join(v.summary.split())))
         return by_run
 
-    def close(self) -> None:
+    def close(self, interrupted: bool = False) -> None:
         try:
-            self._handle.stop()
+            self._handle.stop(interrupted=interrupted)
         except Exception:  # a session whose JVM is gone has nothing left to stop
             pass

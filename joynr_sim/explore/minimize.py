@@ -38,9 +38,21 @@ LEARN_ROUNDS = 2  # shrinks again with the checks that faulted the minimal scena
 MIN_SHARE_S = 60.0  # a finding's share of the shrink budget, unless less is left
 
 
-def guard_pairs(ex: Explorer, job: Job, sig: Signature, docs: list[Doc], *, ref_checks: list[str] | None = None,
+Sigs = tuple[Signature, ...]  # the failures a candidate must show, all of them
+
+
+def _shows(found: set[Signature], sigs: Sigs) -> bool:
+    return all(s in found for s in sigs)
+
+
+def _checks(sigs: Sigs) -> list[str]:
+    """The Spark checks to ask to see every one of ``sigs`` again."""
+    return sorted({c for s in sigs for c in checks_for(s)})
+
+
+def guard_pairs(ex: Explorer, job: Job, sig: Sigs, docs: list[Doc], *, ref_checks: list[str] | None = None,
                 repair: bool = False, known_to_fail: bool = False) -> list[tuple[bool, tuple | None]]:
-    """Per candidate: whether it still fails under the explored policy with ``sig``, and
+    """Per candidate: whether it still fails under the explored policy with all of ``sig``, and
     its precedence run and judgement by ``ref_checks`` (None: every check), or None when
     that run failed a step: its explored run is then not needed, nor judged. The precedence
     runs go first, so a candidate that already fails there costs one run; every run is
@@ -53,31 +65,33 @@ def guard_pairs(ex: Explorer, job: Job, sig: Signature, docs: list[Doc], *, ref_
                         keep_going=repair) for d in named]
         ref_results = [ex.execute(j) for j in refs]
         judged = [n for n, r in enumerate(ref_results) if r.outcome == "passed" or (repair and r.outcome == "failed")]
-        runs = [replace(job, doc=named[n], where=Path(tmp) / "run", policy=ex.policy, checks=checks_for(sig))
+        runs = [replace(job, doc=named[n], where=Path(tmp) / "run", policy=ex.policy, checks=_checks(sig))
                 for n in ([] if known_to_fail else judged)]
         run_results = [ex.execute(j) for j in runs]
         verdicts = ex.judge_runs([refs[n] for n in judged] + runs, [ref_results[n] for n in judged] + run_results)
     out: list[tuple[bool, tuple | None]] = [(False, None)] * len(docs)
     for k, n in enumerate(judged):
-        fails = known_to_fail or sig in verdicts[len(judged) + k].signatures
+        fails = known_to_fail or _shows(verdicts[len(judged) + k].signatures, sig)
         out[n] = (fails, (ref_results[n], verdicts[k]))
     return out
 
 
-def fails_only(ex: Explorer, job: Job, sig: Signature, docs: list[Doc]) -> list[bool]:
-    """Per candidate: whether it still fails with ``sig`` under the explored policy (its
-    check asked alone)."""
+def fails_only(ex: Explorer, job: Job, sig: Sigs, docs: list[Doc]) -> list[bool]:
+    """Per candidate: whether it still fails with all of ``sig`` under the explored policy
+    (their checks asked alone)."""
     with tempfile.TemporaryDirectory(dir=ex.out) as tmp:
-        jobs = [ex.candidate(replace(job, doc=d, where=Path(tmp), checks=checks_for(sig))) for d in docs]
-        return [sig in v.signatures for _, v in ex.run_jobs(jobs)]
+        jobs = [ex.candidate(replace(job, doc=d, where=Path(tmp), checks=_checks(sig))) for d in docs]
+        return [_shows(v.signatures, sig) for _, v in ex.run_jobs(jobs)]
 
 
-def guard_start(ex: Explorer, job: Job, sig: Signature) -> Doc | None:
+def guard_start(ex: Explorer, job: Job, sig: Sigs, out_of_time=lambda: False) -> Doc | None:
     """The schedule, or one repaired from it, that holds under precedence (every check
     asked) and still fails under the explored policy; None when there is no such
     difference to guard."""
     doc = job.doc
     for round_ in range(REPAIRS + 1):
+        if round_ and out_of_time():  # a repair costs a judgement: not past the finding's share
+            return None
         ((fails, ref),) = guard_pairs(ex, job, sig, [doc], repair=True, known_to_fail=round_ == 0)
         if round_ and not fails:
             return None  # the repair took the failure with it
@@ -104,10 +118,12 @@ def guard_start(ex: Explorer, job: Job, sig: Signature) -> Doc | None:
 
 def finding(ex: Explorer, job: Job, sig: Signature, index: int, found_after_s: float, seen: Judgement,
             pending: list[Signature], waiting: int) -> Finding | None:
-    """Shrink ``sig`` of run ``index`` and write it; None when its minimal scenario is one
-    written already (``sig`` is then added to that finding). Other failures of the run in
-    ``pending`` that the minimal scenario shows too are taken out of it: they are this
-    finding's as well."""
+    """Shrink ``sig`` of run ``index`` together with the run's other new failures in
+    ``pending`` (one shrink per run: a candidate is kept while it shows them all) and write it;
+    None when its minimal scenario is one written already (``sig`` is then added to that
+    finding). The others the minimal scenario shows are taken out of ``pending``: they are
+    this finding's as well (``also``)."""
+    every: Sigs = (sig, *pending)
     began = time.monotonic()
     left = ex.shrink_left()
     # A share of what is left for each failure still waiting, so the first does not take all.
@@ -117,7 +133,9 @@ def finding(ex: Explorer, job: Job, sig: Signature, index: int, found_after_s: f
                 seen.details[:50], 0, 0.0, "not run", "not run", network=ex.network or ex.broker, run_seed=job.seed)
     if share is not None and share <= 0:
         # The shrink budget went to earlier findings: the schedule as it was drawn, judged
-        # by the run that showed it, neither shrunk nor replayed.
+        # by the run that showed it, neither shrunk nor replayed; every failure it showed.
+        f.also = sorted("/".join(s) for s in pending)
+        pending.clear()
         return _write(ex, doc, f)
 
     def out_of_time() -> bool:
@@ -127,14 +145,14 @@ def finding(ex: Explorer, job: Job, sig: Signature, index: int, found_after_s: f
         ex.on_event("shrink", {"signature": "/".join(sig), "steps": len(best["steps"]), "try": stats.tried})
 
     try:
-        start = guard_start(ex, job, sig) if ex.policy != DEFAULT_POLICY else None
+        start = guard_start(ex, job, every, out_of_time) if ex.policy != DEFAULT_POLICY else None
         if start is None:
             # A schedule that checks something keeps doing so: ``joynr-sim run`` fails one that checks nothing.
             must_check = checks_something(doc)
             # Judged ahead only when Spark judges: a step or run error is seen without it, and
             # a candidate that hangs costs its bound of wall time each.
-            ahead = ex.lookahead if checks_for(sig) else 1
-            small, stats = shrink(doc, fails_many=lambda docs: fails_only(ex, job, sig, docs), batch=ahead,
+            ahead = ex.lookahead if _checks(every) else 1
+            small, stats = shrink(doc, fails_many=lambda docs: fails_only(ex, job, every, docs), batch=ahead,
                                   max_tries=ex.shrink_tries, progress=progress, out_of_time=out_of_time,
                                   admissible=lambda c: checks_something(c) or not must_check)
             _count(f, small, stats)
@@ -144,11 +162,11 @@ def finding(ex: Explorer, job: Job, sig: Signature, index: int, found_after_s: f
         # one check costs a fifth of every check. The minimal scenario is judged by all.
         learned: list[str] = []
         for round_ in range(LEARN_ROUNDS + 1):
-            asked = sorted({*checks_for(sig), *learned})
+            asked = sorted({*_checks(every), *learned})
 
             def fails_many(docs: list[Doc], asked: list[str] = asked) -> list[bool]:
                 return [fails and ref is not None and holds(*ref)
-                        for fails, ref in guard_pairs(ex, job, sig, docs, ref_checks=asked)]
+                        for fails, ref in guard_pairs(ex, job, every, docs, ref_checks=asked)]
 
             small, stats = shrink(start, fails_many=fails_many, batch=ex.lookahead, max_tries=ex.shrink_tries,
                                   progress=progress, out_of_time=out_of_time, admissible=checks_something)
@@ -183,7 +201,7 @@ def _replay(ex: Explorer, job: Job, small: Doc, f: Finding, pending: list[Signat
     in one judgement: a guard when it failed the same way and held under precedence. None
     when it is a scenario written already; else the checks that faulted the precedence run
     where no step failed."""
-    if _same_as_written(ex, small, f.signature):
+    if _same_as_written(ex, small, f.signature, *pending):
         if f.scenario_file:  # claimed in an earlier round: given back
             Path(f.scenario_file).unlink(missing_ok=True)
         return None
@@ -205,7 +223,8 @@ def _replay(ex: Explorer, job: Job, small: Doc, f: Finding, pending: list[Signat
         found = problems(*ref) + ([] if checks_something(small) else ["no step checks anything"])
         f.reference = "held" if holds(*ref) and not found else "failed: " + "; ".join(found)
         if ref[0].outcome == "passed":
-            missed = sorted({sig[0] for sig in ref[1].signatures} - set(checks_for(f.signature)))
+            asked = {*checks_for(f.signature), *(a.split("/", 1)[0] for a in f.also)}
+            missed = sorted({s[0] for s in ref[1].signatures} - asked)
     f.guard = f.replayed == "fails" and f.reference == "held"
     return missed
 
@@ -242,19 +261,20 @@ def _report(run: tuple) -> None:
     (Path(result.run_dir) / "checker.txt").write_text("\n".join(verdict.details) + "\n")
 
 
-def _same_as_written(ex: Explorer, small: Doc, sig: Signature) -> bool:
-    """Whether ``small`` was written for an earlier finding; if so ``sig`` is added to it."""
+def _same_as_written(ex: Explorer, small: Doc, *sigs: Signature) -> bool:
+    """Whether ``small`` was written for an earlier finding; if so ``sigs`` are added to it."""
     for earlier, doc in ex.written:
         if same_scenario(doc, small):
-            if "/".join(sig) not in earlier.also:
-                earlier.also.append("/".join(sig))
+            for sig in sigs:
+                if "/".join(sig) not in earlier.also and sig != earlier.signature:
+                    earlier.also.append("/".join(sig))
             return True
     return False
 
 
 def _write(ex: Explorer, doc: Doc, f: Finding) -> Finding | None:
     if not f.scenario_file:
-        if _same_as_written(ex, doc, f.signature):
+        if _same_as_written(ex, doc, f.signature, *(tuple(a.split("/", 1)) for a in f.also)):
             return None
         f.scenario_file = str(claim_path(ex.out / "findings", f"explore-{ex.seed}-", f.signature))
     if f.replayed == "not run":

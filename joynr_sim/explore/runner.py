@@ -186,11 +186,10 @@ class Explorer:
             at = time.monotonic() - started
             news = [self._count(i, verdict, at) for (i, _, _), verdict in zip(drawn, verdicts)]
             for k, ((i, job, result), verdict) in enumerate(zip(drawn, verdicts)):
-                pending = list(news[k])
-                while pending:  # one shrink for every failure of the run the others' do not show
-                    sig = pending.pop(0)
-                    waiting = 1 + len(pending) + sum(len(n) for n in news[k + 1:])  # they share the budget
-                    finding = minimize.finding(self, job, sig, i, at, verdict, pending, waiting)
+                if news[k]:  # one shrink per run, of every new failure it showed together: one file
+                    sig, *others = news[k]
+                    waiting = 1 + sum(1 for n in news[k + 1:] if n)  # the runs that share the budget
+                    finding = minimize.finding(self, job, sig, i, at, verdict, others, waiting)
                     if finding is not None:
                         self.summary.findings.append(finding)
                     self.summary.write(self.out)
