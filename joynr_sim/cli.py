@@ -2,21 +2,24 @@
 
 Exit status: 0 success; 1 a scenario step failed (run), a scenario ended otherwise than the
 policy matrix requires (run --policy all: it must hold under its own policy and fail under
-each it guards against), a check found violations (check, run --check), a scenario file is
-broken (list), explore found failures, the Spark Connect server is already running (spark
-start) or not running (spark stop, spark status), or a broker does not keep an MQTT property
-joynr relies on (brokers check); 2 bad input (a usage error, an unusable file, folder or
-option, an output folder that cannot be created or written: nothing runs); 3 a run could
-not be set up (run: a broker, the GCD store or a port could not be reached), a write failed
-while running (run, explore, report, check: "cannot write PATH: REASON", e.g. a full file
-system), the checks could not run, the Spark Connect server did not come up (spark
-start), or a broker could not be started or reached (brokers check); 130 interrupted.
+each it guards against), a check found violations (check, run --check), explore found
+failures, the Spark Connect server is already running (spark start) or not running (spark
+stop, spark status), or a broker does not keep an MQTT property joynr relies on (brokers
+check); 2 bad input (a usage error, an unusable file, folder or option, a broken scenario
+file: run and list name every one, an output folder that cannot be created or written:
+nothing runs); 3 a run could not be set up (run: a broker, the GCD store or a port could
+not be reached), a write failed while running (run, explore, report, check: "cannot write
+PATH: REASON", e.g. a full file system), the checks could not run, the Spark Connect
+server did not come up (spark start), or a broker could not be started or reached
+(brokers check); 130 interrupted ("joynr-sim COMMAND: interrupted", Spark's JVM ended).
 Every error is one line on stderr.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import re
 import sys
 from pathlib import Path
 
@@ -42,6 +45,14 @@ _CELL = {"replaced": "[green]replace[/]", "refused": "[red]refuse[/]", "merged":
 def cmd_policies(args: argparse.Namespace, console: Console) -> int:
     """The replace matrix of each policy, then the variants with the seed sentence each breaks."""
     names = [args.policy] if args.policy in POLICIES else [] if args.policy else list(POLICIES)
+    variants = [VARIANTS[args.policy]] if args.policy in VARIANTS else [] if args.policy else list(VARIANTS.values())
+    if args.json:
+        print(json.dumps({
+            "policies": {name: {"seed": POLICIES[name]().seed, "matrix": {kind: {
+                old: {new: policy_matrix(POLICIES[name](), kind)[(old, new)].outcome for new in ADDRESS_TYPES}
+                for old in ADDRESS_TYPES} for kind in RUNTIME_KINDS}} for name in names},
+            "variants": [{"name": v.name, "behaviour": v.summary, "breaks": v.seed} for v in variants]}, indent=2))
+        return 0
     for name in names:
         policy = POLICIES[name]()
         for kind in RUNTIME_KINDS:
@@ -49,11 +60,12 @@ def cmd_policies(args: argparse.Namespace, console: Console) -> int:
             table = Table(
                 title=f"{name} — {kind}",
                 caption=f"rows: existing entry, columns: new entry (non-sticky, other address); "
-                f"seed: {policy.seed}",
+                f"seed: {_seed_number(policy.seed)}",
             )
             table.add_column("existing \\ new")
-            for new_type in ADDRESS_TYPES:
-                table.add_column(new_type, justify="center")
+            for new_type in ADDRESS_TYPES:  # a long name breaks at its last capital, never cut
+                head = re.sub(r"(?<=[a-z])(?=[A-Z][a-z]+$)", "\n", new_type) if len(new_type) > 9 else new_type
+                table.add_column(head, justify="center")
             for old_type in ADDRESS_TYPES:
                 table.add_row(
                     old_type,
@@ -63,54 +75,101 @@ def cmd_policies(args: argparse.Namespace, console: Console) -> int:
                     ),
                 )
             console.print(table)
-    variants = [VARIANTS[args.policy]] if args.policy in VARIANTS else [] if args.policy else list(VARIANTS.values())
     if variants:
         table = Table(title="variants (a scenario keeps its own policy; the variant changes one part)",
                       show_lines=True)
         table.add_column("variant", no_wrap=True)  # a name to copy into guards or --policy
-        for column in ("behaviour", "breaks (seed)"):
-            table.add_column(column)
+        for column in ("behaviour", "breaks (seed)"):  # a long identifier folds, never cut
+            table.add_column(column, overflow="fold")
         for v in variants:
-            table.add_row(v.name, escape(v.summary), escape(v.seed))
+            table.add_row(v.name, escape(v.summary), escape(_seed_number(v.seed)))
         console.print(table)
     return 0
 
 
+def _seed_number(text: str) -> str:
+    """A seed file named by its number (``000`` for 000_65e83c7f1cb84fd7.txt) inside prose a
+    narrow column wraps: its hash would be cut there; --json keeps the file name."""
+    return re.sub(r"\b(\d{3})_[0-9a-f]{16}\.txt\b", r"\1", text)
+
+
 def cmd_list(args: argparse.Namespace, console: Console) -> int:
+    """0 listed, 2 no such path, no scenario files, or a broken file (each named on stderr)."""
     from .scenario.loader import ScenarioError, load_scenario, scenario_files
 
+    err = Console(stderr=True)
     paths = args.paths or [Path("scenarios")]
     missing = [p for p in paths if not Path(p).exists()]
     files = [] if missing else scenario_files(paths)
     if missing or not files:
         problem = (f"no such file or folder: {', '.join(map(str, missing))}" if missing
                    else f"no scenario files in {', '.join(map(str, paths))}")
-        Console(stderr=True).print(f"[red]joynr-sim list: {escape(problem)}[/]", soft_wrap=True)
+        err.print(f"[red]joynr-sim list: {escape(problem)}[/]", soft_wrap=True)
         return 2
-    table = Table(title="scenarios")
-    for name in ("name", "reproduces", "policy", "steps"):
-        table.add_column(name, overflow="fold")
-    broken = 0
+    rows: list[dict] = []
+    broken: list[str] = []
     for path in files:
         try:
             s = load_scenario(path)
         except ScenarioError as exc:
-            broken += 1
-            table.add_row(f"[red]{path.name}[/]", f"[red]{escape(redact(str(exc)))}[/]", "", "")
+            broken.append(redact(str(exc)))
+            rows.append({"file": str(path), "broken": broken[-1]})
             continue
         f = s.fleet
-        steps = str(len(s.steps)) if f is None else f"fleet {f.cluster_controllers}x{f.libjoynr_per_cc}"
-        table.add_row(s.name, escape(f"{s.reproduces.seed}: {s.reproduces.scenario}"), s.policy, steps)
-    console.print(table)
-    return 1 if broken else 0
+        rows.append({"file": str(path), "name": s.name, "seed": s.reproduces.seed,
+                     "reproduces": s.reproduces.scenario, "policy": s.policy, "guards": list(s.guards),
+                     "steps": len(s.steps), "fleet": None if f is None else
+                     {"cluster_controllers": f.cluster_controllers, "libjoynr_per_cc": f.libjoynr_per_cc}})
+    if args.json:
+        print(json.dumps(rows, indent=2))
+    else:
+        console.print(_list_table(rows, console.width))
+    if broken:
+        err.print(f"[red]joynr-sim list: {len(broken)} broken scenario "
+                  f"file{'s' if len(broken) != 1 else ''}: {escape('; '.join(broken))}[/]",
+                  soft_wrap=True, highlight=False)
+        return 2
+    return 0
+
+
+def _list_table(rows: list[dict], width: int) -> Table:
+    """One line per scenario, to fit any width: the name gets its room first (at least 16
+    columns left for the seed sentence), a name or sentence too long for its column ends in
+    "…" (the whole of it is in --json)."""
+    name_w = max(len(r.get("name") or Path(r["file"]).name) for r in rows)
+    policy_w = max(6, *(len(r.get("policy") or "") for r in rows))
+    steps_w = max(5, *(len(_steps_text(r)) for r in rows))
+    free = width - 13 - policy_w - steps_w  # four columns: five rules, a space either side of each cell
+    name_w = max(12, min(name_w, free - 16))
+    table = Table(title="scenarios")
+    table.add_column("name", no_wrap=True, overflow="ellipsis", width=name_w)
+    table.add_column("reproduces", no_wrap=True, overflow="ellipsis", width=max(12, free - name_w))
+    table.add_column("policy", no_wrap=True, overflow="ellipsis", width=policy_w)
+    table.add_column("steps", no_wrap=True, justify="right", width=steps_w)
+    for row in rows:
+        if "broken" in row:
+            table.add_row(f"[red]{escape(Path(row['file']).name)}[/]", "[red]broken (see below)[/]", "", "")
+            continue
+        table.add_row(escape(row["name"]), escape(f"{row['seed']}: {row['reproduces']}"),
+                      escape(row["policy"]), _steps_text(row))
+    return table
+
+
+def _steps_text(row: dict) -> str:
+    f = row.get("fleet")
+    if "broken" in row:
+        return ""
+    return str(row["steps"]) if f is None else f"fleet {f['cluster_controllers']}x{f['libjoynr_per_cc']}"
 
 
 def cmd_trace(args: argparse.Namespace, console: Console) -> int:
-    from .inspect import InspectError, print_trace
+    from .inspect import InspectError, print_trace, print_trace_json
 
     try:
-        print_trace(console, args.run, msg=args.msg, participant=args.participant,
-                    runtime=args.runtime)
+        if args.json:
+            print_trace_json(args.run, msg=args.msg, participant=args.participant, runtime=args.runtime)
+        else:
+            print_trace(console, args.run, msg=args.msg, participant=args.participant, runtime=args.runtime)
     except InspectError as exc:
         Console(stderr=True).print(f"[red]joynr-sim trace: {escape(str(exc))}[/]", soft_wrap=True)
         return 2
@@ -227,6 +286,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("policies", help="print the replace matrix of each routing policy and the variants")
     p.add_argument("--policy", choices=list(RULE_SET_NAMES), metavar="POLICY|VARIANT",
                    help="only this policy or variant")
+    p.add_argument("--json", action="store_true", help="print the matrices and variants as JSON instead")
     p.set_defaults(func=cmd_policies)
     p = sub.add_parser("run", help="run scenarios: one run directory per scenario under --out")
     p.add_argument("paths", nargs="+", type=Path, metavar="PATH", help="scenario files or folders")
@@ -276,16 +336,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--master", default="local[*]", help="start: the server's Spark master (default local[*])")
     p.add_argument("--driver-memory", metavar="SIZE", help="start: the server's driver memory, e.g. 2g")
     p.set_defaults(func=cmd_spark)
-    p = sub.add_parser("list", help="list scenarios: name, seed scenario, policy, steps")
+    p = sub.add_parser("list", help="list scenarios: name, seed scenario, policy, steps (exit 2: a broken file)")
     p.add_argument("paths", nargs="*", type=Path, metavar="PATH",
                    help="scenario files or folders (default: ./scenarios)")
+    p.add_argument("--json", action="store_true", help="print every scenario's full values as JSON instead")
     p.set_defaults(func=cmd_list)
     p = sub.add_parser("trace", help="show a run's trace: a summary, one message, participant or runtime")
     p.add_argument("run", metavar="RUN", help="a run directory (runs/<run-id>)")
     only = p.add_mutually_exclusive_group()
     only.add_argument("--msg", metavar="ID", help="the hops of one message and its reply (id or unique prefix)")
-    only.add_argument("--participant", metavar="ID", help="routing-table history and messages of a participant")
+    only.add_argument("--participant", metavar="ID|@NAME", help="routing-table history and messages of a "
+                      "participant: its id, or @name of a provider or proxy the scenario named")
     only.add_argument("--runtime", metavar="ID", help="a summary of one runtime's events")
+    p.add_argument("--json", action="store_true", help="print the view's full values as JSON instead of tables")
     p.set_defaults(func=cmd_trace)
     p = sub.add_parser("report", help="write an HTML report per run and an index page (exit 0, 2 bad input)",
                        description="A static HTML page per run (summary, steps, checks, sequence diagrams, "
@@ -307,7 +370,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args, Console())
     except KeyboardInterrupt:
-        Console(stderr=True).print("[red]joynr-sim: interrupted[/]")
+        Console(stderr=True).print(f"[red]joynr-sim {args.command}: interrupted[/]", highlight=False)
         return 130
 
 

@@ -9,7 +9,9 @@ below, sharing the loading and the formatting helpers. A message's path and fate
 from __future__ import annotations
 
 import difflib
+import json
 import os
+import re
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -126,19 +128,81 @@ def _msg_detail(e: Event) -> str:
 
 # -- one participant -----------------------------------------------------------------------
 
+NAME_PREFIX = "@"  # as in a scenario: ``@name`` is the participant id of its provider or proxy
+_NAMING_STEP = re.compile(r"^(?:register|proxy) (\S+) on (\S+)")
+_UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+
+
+def participant_names(run: Run) -> dict[str, list[str]]:
+    """The scenario's provider and proxy names, each with the participant ids it stood for.
+
+    Read from the trace: a register or proxy step's runtime puts the participant in its
+    table by ``registration`` while the step runs, after the previous step's event and no
+    later than its own (by simulated time). A name given to a second participant (registered
+    again under another id) has both, in order."""
+    names: dict[str, list[str]] = {}
+    named: set[str] = set()
+    since = None
+    for e in run.events:
+        if e.get("ev") != "step" or e.get("rt") != "runner":
+            continue
+        ts = e.get("ts", 0)
+        match = _NAMING_STEP.match(str(e.get("name") or ""))
+        if match and e.get("outcome") == "ok":
+            name, runtime = match.groups()
+            for c in run.events:
+                if (c.get("ev") == "rt.put" and c.get("origin") == "registration" and c.get("rt") == runtime
+                        and (since is None or c.get("ts", 0) >= since) and c.get("ts", 0) <= ts
+                        and c.get("participant") and c["participant"] not in named):
+                    named.add(c["participant"])
+                    names.setdefault(name, []).append(c["participant"])
+                    break
+        since = ts
+    return names
+
+
+def resolve_participant(run: Run, participant: str) -> str:
+    """A participant id, or ``@name``: the id of the scenario's provider or proxy of that name."""
+    if not participant.startswith(NAME_PREFIX):
+        return participant
+    names = participant_names(run)
+    ids = names.get(participant[len(NAME_PREFIX):], [])
+    if len(ids) == 1:
+        return ids[0]
+    if ids:
+        raise InspectError(f"{participant} stood for {len(ids)} participants in {run.path}: {', '.join(ids)}; "
+                           "give one of them")
+    known = ", ".join(NAME_PREFIX + n for n in sorted(names)) or "none"
+    raise InspectError(f"no provider or proxy named {participant[len(NAME_PREFIX):]!r} in {run.path} "
+                       f"(names: {known})")
+
+
+def labeller(run: Run) -> Any:
+    """Participant ids as people read them: ``@name`` for a scenario's provider or proxy, a
+    generated id cut to its first 8 characters and "…", any other id as it is."""
+    by_id = {pid: NAME_PREFIX + name for name, ids in participant_names(run).items() for pid in ids}
+
+    def label(pid: Any) -> str:
+        text = str(pid)
+        return by_id.get(text) or (text[:8] + "…" if _UUID.match(text) else text)
+    return label
+
+
 def _messages_table(run: Run, paths: Iterable[MessagePath], title: str) -> Table:
+    label = labeller(run)
     table = Table(title=title)
-    for name in ("msg", "type", "time", "from", "to", "hops", "outcome", "where"):
-        table.add_column(name, no_wrap=name in ("msg", "type", "time", "hops"))
+    for name in ("msg", "type", "time", "from → to", "hops", "outcome", "where"):
+        table.add_column(name, no_wrap=name in ("msg", "type", "time", "hops"), overflow="fold")
     for path in paths:
         first, fate = path.first, path.fate
         style = "" if fate.kind == "delivered" else "red" if fate.kind == "dropped" else "yellow"
-        table.add_row(short(path.msg), str(first.get("type")), run.rel(first), str(first.get("from")),
-                      str(first.get("to")), str(path.hops), Text(fate.outcome, style=style), fate.where)
+        table.add_row(short(path.msg), str(first.get("type")), run.rel(first),
+                      f"{label(first.get('from'))} → {label(first.get('to'))}", str(path.hops),
+                      Text(fate.outcome, style=style), fate.where)
     return table
 
 
-def render_participant(run: Run, participant: str) -> Group:
+def _participant_events(run: Run, participant: str) -> tuple[list[Event], list[str]]:
     rt_events = [e for e in run.events if e.get("ev") in RT_EVENTS and e.get("participant") == participant]
     msg_ids = list(dict.fromkeys(
         e["msg"] for e in run.events if is_message_event(e) and participant in (e.get("from"), e.get("to"))))
@@ -149,20 +213,44 @@ def render_participant(run: Run, participant: str) -> Group:
         close += [p for p in known if p.startswith(participant) and p not in close][:5]
         hint = f"; did you mean {', '.join(close)}?" if close else ""
         raise InspectError(f"participant {participant!r} appears nowhere in {run.path}{hint}")
-    history = Table(title=f"routing entries of {participant}")
-    for name in ("time", "runtime", "event", "outcome", "reason", "origin", "old → entry", "policy"):
-        history.add_column(name, no_wrap=name in ("time", "event"))
+    return rt_events, msg_ids
+
+
+def render_participant(run: Run, participant: str) -> Group:
+    """Its routing entries and messages, in columns that fit 80 (cells wrap at their spaces,
+    a long address folds), the policy in the title when every event has the same one."""
+    participant = resolve_participant(run, participant)
+    rt_events, msg_ids = _participant_events(run, participant)
+    policies = {str(e.get("policy") or "") for e in rt_events}
+    one_policy = len(policies) == 1
+    title = f"routing entries of {participant}" + (f" (policy {policies.pop()})" if one_policy and rt_events else "")
+    history = Table(title=title)
+    for name in ("time", "runtime", "event", "why", "old → entry"):
+        history.add_column(name, no_wrap=name == "time", overflow="fold")
     for e in rt_events:
         change = f"{entry_text(e.get('old'))} → {entry_text(e.get('entry'))}"
         if e.get("ev") == "rt.put" and e.get("outcome") == "refused":
             change += f" (offered {entry_text(e.get('new'))})"
         outcome = e.get("outcome") or ""
-        history.add_row(run.rel(e), e.get("rt", "?"), e["ev"],
-                        Text(outcome, style="red" if outcome.startswith("refused") else ""),
-                        str(e.get("reason") or ""), str(e.get("origin") or ""), change,
-                        str(e.get("policy") or ""))
+        why = " ".join(str(x) for x in (e.get("reason"), e.get("origin") and f"via {e['origin']}",
+                                            None if one_policy else e.get("policy")) if x)
+        history.add_row(run.rel(e), e.get("rt", "?"),
+                        Text(f"{e['ev']} {outcome}".strip(),
+                             style="red" if outcome.startswith("refused") else ""), why, change)
     paths = message_paths(run.events)
     return Group(history, _messages_table(run, (paths[m] for m in msg_ids), f"messages from or to {participant}"))
+
+
+def participant_json(run: Run, participant: str) -> dict[str, Any]:
+    participant = resolve_participant(run, participant)
+    rt_events, msg_ids = _participant_events(run, participant)
+    paths = message_paths(run.events)
+    names = [NAME_PREFIX + n for n, ids in participant_names(run).items() if participant in ids]
+    return {"run": str(run.path), "participant": participant, "names": names, "routing": rt_events,
+            "messages": [{"msg": m, "type": paths[m].first.get("type"), "ts": paths[m].first.get("ts"),
+                          "from": paths[m].first.get("from"), "to": paths[m].first.get("to"),
+                          "hops": paths[m].hops, "outcome": paths[m].fate.outcome, "where": paths[m].fate.where}
+                         for m in msg_ids]}
 
 
 # -- one runtime -----------------------------------------------------------------------------
@@ -273,6 +361,35 @@ def render(run_dir: str | os.PathLike[str], *, msg: str | None = None,
     if runtime is not None:
         return render_runtime(run, runtime)
     return render_summary(run)
+
+
+def trace_json(run_dir: str | os.PathLike[str], *, msg: str | None = None,
+               participant: str | None = None, runtime: str | None = None) -> dict[str, Any]:
+    """The view's full values, for ``--json``: the events behind it, ids uncut."""
+    run = load_run(run_dir)
+    if participant is not None:
+        return participant_json(run, participant)
+    if msg is not None:
+        paths = message_paths(run.events)
+        conv = conversation_of(paths, find_message(run, paths, msg))
+        return {"run": str(run.path), "messages": [{"msg": p.msg, "events": p.events} for p in conv.paths]}
+    if runtime is not None:
+        render_runtime(run, runtime)  # the same refusal for a runtime that wrote nothing
+        return {"run": str(run.path), "runtime": runtime, "events": [e for e in run.events if e.get("rt") == runtime]}
+    runtimes = []
+    for rt in run.runtimes():
+        mine = [e for e in run.events if e.get("rt") == rt]
+        c = Counter(e["ev"] for e in mine)
+        runtimes.append({"runtime": rt, "kind": mine[0].get("kind"), "events": len(mine), "msg_in": c["msg.in"],
+                         "msg_out": c["msg.out"], "drops": c["msg.drop"], "first_ts": mine[0].get("ts"),
+                         "last_ts": mine[-1].get("ts")})
+    return {"run": str(run.path), "events": len(run.events), "runtimes": runtimes,
+            "events_by_kind": dict(sorted(Counter(e["ev"] for e in run.events).items())),
+            "participants": {NAME_PREFIX + n: ids for n, ids in participant_names(run).items()}}
+
+
+def print_trace_json(run_dir: str | os.PathLike[str], **options: str | None) -> None:
+    print(json.dumps(trace_json(run_dir, **options), indent=2, default=str))
 
 
 def print_trace(console: Console, run_dir: str | os.PathLike[str], **options: str | None) -> None:

@@ -277,9 +277,9 @@ def test_list_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     folder = tmp_path / "mixed"
     scenario(folder, "good")
     (folder / "bad.yaml").write_text("name: bad\n")
-    assert main(["list", str(folder)]) == 1
-    out = capsys.readouterr().out
-    assert "good" in out and "bad.yaml" in out
+    assert main(["list", str(folder)]) == 2  # a broken file is bad input, named on stderr
+    captured = capsys.readouterr()
+    assert "good" in captured.out and "bad.yaml" in captured.out and "bad.yaml:1" in captured.err
     (tmp_path / "empty").mkdir()
     for args, named in ((["nowhere"], "no such file or folder: nowhere"),
                         ([str(tmp_path / "empty")], "no scenario files in")):

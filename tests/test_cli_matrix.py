@@ -72,7 +72,6 @@ def test_a_guard_that_holds_exits_1(tmp_path, capsys, column):
 
 @pytest.mark.parametrize("extra, words", [
     (["--policy", "all", "--jobs", "0"], "--jobs must be 1 to 16"),
-    (["--policy", "all", "--report"], "--report goes with one policy"),
     (["--policy", "everything"], "choose a policy (precedence, local-remote, gcd-trust, last-writer-wins), a variant"),
     (["--gcd-last-seen-timeout", "0"], "--gcd-last-seen-timeout: expected 1 to 31536000000 ms, got 0"),
 ])

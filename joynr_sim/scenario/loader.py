@@ -38,7 +38,7 @@ from .model import (
 from .references import References
 from .schema import SCHEMA_PATH, At, first_problem, with_defaults
 
-__all__ = ["SCHEMA_PATH", "ScenarioError", "load_scenario", "load_scenarios", "parse_scenario",
+__all__ = ["SCHEMA_PATH", "BrokenScenarios", "ScenarioError", "load_scenario", "load_scenarios", "parse_scenario",
            "scenario_files"]
 
 # The largest scenario in the library is under 10 kB; reading 256 KiB of YAML takes a second
@@ -345,8 +345,30 @@ def scenario_files(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:
     return files
 
 
+class BrokenScenarios(ScenarioError):
+    """Every broken file of a load, in one line: ``N broken scenario files: <each error>; ...``.
+    ``errors`` holds each file's ScenarioError; ``path``, ``line`` and ``field`` are the first's."""
+
+    def __init__(self, errors: list[ScenarioError]) -> None:
+        first = errors[0]
+        self.errors = errors
+        self.path, self.line, self.field, self.message = first.path, first.line, first.field, first.message
+        ValueError.__init__(self, f"{len(errors)} broken scenario files: " + "; ".join(map(str, errors)))
+
+
 def load_scenarios(paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]]) -> list[Scenario]:
-    """Scenarios from files and folders; the first bad file raises ScenarioError."""
+    """Scenarios from files and folders. Every file is read: one bad file raises its
+    ScenarioError, several raise ``BrokenScenarios`` naming each."""
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
-    return [load_scenario(f) for f in scenario_files(paths)]
+    scenarios, errors = [], []
+    for f in scenario_files(paths):
+        try:
+            scenarios.append(load_scenario(f))
+        except ScenarioError as exc:
+            errors.append(exc)
+    if len(errors) == 1:
+        raise errors[0]
+    if errors:
+        raise BrokenScenarios(errors)
+    return scenarios
