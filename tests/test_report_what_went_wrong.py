@@ -13,10 +13,11 @@ import json
 from collections.abc import Iterator
 
 import pytest
-from playwright.sync_api import Browser, Page, sync_playwright
+from playwright.sync_api import Browser, Page
 
+import test_report_browser
 from joynr_sim.report.plots import ENTRY_TYPES, OUTCOMES
-from test_report_browser import CHROMIUM, Opened, joynr_sim
+from test_report_browser import Opened, joynr_sim
 
 pytestmark = [pytest.mark.e2e]  # real runs of joynr runtimes
 
@@ -24,14 +25,7 @@ STALE = "inprocess-provider-stale-global-entry"  # guards last-writer-wins, amon
 CRASH = "broker-outage-with-calls"
 
 
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    if not CHROMIUM.exists():
-        pytest.fail(f"{CHROMIUM} is missing: run `make setup` (it runs apt-get install -y chromium)", pytrace=False)
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(CHROMIUM))
-        yield browser
-        browser.close()
+browser = test_report_browser.browser  # one headless Chromium per module, as there
 
 
 def open_page(browser: Browser, width: int = 1280) -> Iterator[Opened]:
