@@ -24,6 +24,7 @@ from rich.text import Text
 
 from .inspect_diagram import sequence_diagram
 from .message_path import Event, MessagePath, conversation_of, is_message_event, message_paths
+from .participant_names import NAME_PREFIX, ids_by_name, scenario_names
 from .trace import read_run
 
 RT_EVENTS = ("rt.put", "rt.remove", "rt.purge")
@@ -128,37 +129,13 @@ def _msg_detail(e: Event) -> str:
 
 # -- one participant -----------------------------------------------------------------------
 
-NAME_PREFIX = "@"  # as in a scenario: ``@name`` is the participant id of its provider or proxy
-_NAMING_STEP = re.compile(r"^(?:register|proxy) (\S+) on (\S+)")
 _UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 
 
 def participant_names(run: Run) -> dict[str, list[str]]:
-    """The scenario's provider and proxy names, each with the participant ids it stood for.
-
-    Read from the trace: a register or proxy step's runtime puts the participant in its
-    table by ``registration`` while the step runs, after the previous step's event and no
-    later than its own (by simulated time). A name given to a second participant (registered
-    again under another id) has both, in order."""
-    names: dict[str, list[str]] = {}
-    named: set[str] = set()
-    since = None
-    for e in run.events:
-        if e.get("ev") != "step" or e.get("rt") != "runner":
-            continue
-        ts = e.get("ts", 0)
-        match = _NAMING_STEP.match(str(e.get("name") or ""))
-        if match and e.get("outcome") == "ok":
-            name, runtime = match.groups()
-            for c in run.events:
-                if (c.get("ev") == "rt.put" and c.get("origin") == "registration" and c.get("rt") == runtime
-                        and (since is None or c.get("ts", 0) >= since) and c.get("ts", 0) <= ts
-                        and c.get("participant") and c["participant"] not in named):
-                    named.add(c["participant"])
-                    names.setdefault(name, []).append(c["participant"])
-                    break
-        since = ts
-    return names
+    """The scenario's provider and proxy names, each with the participant ids it stood for
+    (``joynr_sim.participant_names``)."""
+    return ids_by_name(scenario_names(run.events))
 
 
 def resolve_participant(run: Run, participant: str) -> str:
