@@ -149,11 +149,13 @@ def start(port: int = DEFAULT_PORT, master: str = "local[*]", driver_memory: str
         args += ["--conf", f"{key}={value}"]
     env = dict(os.environ, SPARK_HOME=str(home), SPARK_PID_DIR=str(state), SPARK_LOG_DIR=str(logs),
                SPARK_IDENT_STRING=IDENT, SPARK_LOCAL_IP="127.0.0.1")
-    done = subprocess.run(args, env=env, capture_output=True, text=True, timeout=60)
-    if done.returncode != 0:
-        raise ServerError(f"start-connect-server.sh failed: {(done.stderr or done.stdout).strip()[:300]}", 3)
-    deadline = time.monotonic() + timeout_s
     try:
+        # A Ctrl-C in the script too: spark-daemon.sh has the server running (and its pid
+        # file written) before the script returns.
+        done = subprocess.run(args, env=env, capture_output=True, text=True, timeout=60)
+        if done.returncode != 0:
+            raise ServerError(f"start-connect-server.sh failed: {(done.stderr or done.stdout).strip()[:300]}", 3)
+        deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             try:
                 pid = int(_pid_file(state).read_text().strip())

@@ -93,3 +93,42 @@ def test_ctrl_c_during_a_spark_check_is_one_line_exit_130_and_the_jvm_goes(tmp_p
     assert err.decode().strip().splitlines() == ["joynr-sim check: interrupted"]
     assert "Traceback" not in out.decode() + err.decode()
     assert not _alive(jvm), "the Spark JVM outlived the command"
+
+
+def test_ctrl_c_while_a_connect_server_starts_ends_the_half_started_server(tmp_path) -> None:
+    import socket
+
+    from analytics.server import SERVER_CLASS, _pid_file
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    xdg = tmp_path / "xdg"
+    env = {**os.environ, "XDG_CACHE_HOME": str(xdg)}
+    pid_file = _pid_file(xdg / "joynr-sim" / "spark")
+    proc = subprocess.Popen([str(JOYNR_SIM), "spark", "start", "--port", str(port)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, start_new_session=True)
+
+    def server() -> int | None:
+        try:
+            pid = int(pid_file.read_text().strip())
+            return pid if SERVER_CLASS.encode() in Path(f"/proc/{pid}/cmdline").read_bytes() else None
+        except (OSError, ValueError):
+            return None
+
+    try:
+        pid = _until(server, 120)
+        assert pid, "no Connect server was started"
+        assert proc.poll() is None, "the server came up before it could be interrupted"
+        os.kill(proc.pid, signal.SIGINT)  # the command only: the server must be ended by it
+        out, err = proc.communicate(timeout=120)
+        gone = _until(lambda: not _alive(pid), 30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        if (left := server()) is not None:  # what a failed test leaves is not left running
+            os.kill(left, signal.SIGKILL)
+    assert proc.returncode == 130
+    assert err.decode().strip().splitlines()[-1] == "joynr-sim spark: interrupted"
+    assert "Traceback" not in out.decode() + err.decode()
+    assert gone, "the half-started server outlived the command"
