@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..scenario.run_inputs import run_folder
 from .inputs import ReportError, _get, _read_json, _shown
 
 MATRIX_FILE = "matrix.json"
@@ -46,13 +47,13 @@ class Matrix:
     checked: bool
 
     def run_dir(self, cell: Expectation) -> Path:
-        """Where ``run --policy all`` put the cell's run (``run_folder``: no colon in a path)."""
-        return self.folder / cell.column.replace(":", "-") / cell.scenario
+        """Where ``run --policy all`` put the cell's run."""
+        return self.folder / run_folder(cell.column) / cell.scenario
 
     def cell_of(self, run_dir: Path) -> Expectation | None:
         key = (run_dir.resolve().parent.name, run_dir.resolve().name)
         for cell in self.cells.values():
-            if (cell.column.replace(":", "-"), cell.scenario) == key:
+            if (run_folder(cell.column), cell.scenario) == key:
                 return cell
         return None
 
