@@ -164,10 +164,12 @@ def run(args: argparse.Namespace, console: Console | None = None) -> int:
         return EXIT_UNUSABLE
     finally:
         if handle is not None:
-            if handle.archive is not None and not args.quiet and not interrupted:
-                err.print("note: Spark's JVM saves its classes for quicker starts as this process ends "
-                          "(the first short local check only)", highlight=False, soft_wrap=True)
-            handle.stop(interrupted=interrupted)
+            try:
+                if handle.archive is not None and not args.quiet and not interrupted:
+                    err.print("note: Spark's JVM saves its classes for quicker starts as this process ends "
+                              "(the first short local check only)", highlight=False, soft_wrap=True)
+            finally:  # a Ctrl-C in the note still stops the session
+                handle.stop(interrupted=interrupted)
         shutil.rmtree(scratch, ignore_errors=True)
 
 

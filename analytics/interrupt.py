@@ -18,13 +18,17 @@ from contextlib import contextmanager
 from pyspark import SparkConf, SparkContext
 
 
-def end_jvm(proc: subprocess.Popen, grace_s: float = 10.0) -> None:
+def end_jvm(proc: subprocess.Popen, archive=None, grace_s: float = 10.0) -> None:
+    """End the JVM and wait for it; the class archive it was to write as it exits (if any)
+    is given up: an interrupted dump is of no use."""
     proc.terminate()
     try:
         proc.wait(grace_s)
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()
+    if archive is not None:
+        archive.discard()
 
 
 class _Py4JRootRecords(logging.Filter):

@@ -55,12 +55,14 @@ class SparkHandle:
         if not self.owned:
             return
         if interrupted and self.jvm is not None:
-            end_jvm(self.jvm)
-            if self.archive is not None:
-                self.archive.discard()
+            end_jvm(self.jvm, self.archive)
             return
         try:
             self.spark.stop()
+        except KeyboardInterrupt:  # Ctrl-C as the check ended: the JVM goes with the command
+            if self.jvm is not None:
+                end_jvm(self.jvm, self.archive)
+            raise
         except Exception:
             if not interrupted:
                 raise
