@@ -1,4 +1,4 @@
-"""Reading traces once: Spark's JSON reader with the v1 schema, staged as Parquet by event.
+"""Reading traces once: Spark's JSON reader with the v1 schema, in two passes that split the events.
 
 Every non-blank line is classified: ``ok``, ``corrupt`` (not a JSON object, or missing one
 of the fields that place an event: v, ts, seq, run, rt, ev), ``version`` (``v`` other than
@@ -6,14 +6,17 @@ of the fields that place an event: v, ts, seq, run, rt, ev), ``version`` (``v`` 
 others are counted. A ``version`` line makes the whole input unusable: its meaning is
 unknown to this checker, so judging it would be guessing.
 
-One Spark job reads the JSON and writes the Parquet stage, one folder per event name (a
-check reads only the events it names; skipped lines go to one folder of their own, without
-their text). The same job counts the skipped lines and finds the last timestamp of every
-run, as metrics observed while writing; the events per name are the row counts Parquet
-wrote into the footers of each event's files. A run's directory comes from
+The message events (``msg.*``, nine in ten of a run's) and the rest are read apart, each
+kept in Spark's block manager (a local checkpoint) for the check run; nothing is written
+as files unless a trace cache asks for it. The messages pass keeps only the message
+columns and leaves the events partitioned by (run, msg), as every message aggregate of
+the checks groups them; the other pass keeps every column and the skipped lines (without
+their text). Each pass filters by ``ev`` inside Spark's JSON parser, which stops reading a
+line of the other pass's events once its ``ev`` is known. Each counts, as it goes, its lines by status,
+its events per name and the last timestamp of every run. A run's directory comes from
 the ``run`` of its files' first lines (one map lookup per event), or from the file's path
-where two directories hold the same run id. A stage lives in the trace cache when there
-is one, so checking the same traces again reads Parquet columns, not JSON.
+where two directories hold the same run id. With a trace cache, both frames are written
+to it as Parquet, so checking the same traces again reads Parquet columns, not JSON.
 """
 
 from __future__ import annotations
@@ -25,25 +28,26 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import pyarrow.parquet as pq
 from pyspark.sql import Column, DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from .cache import TraceCache, input_key
+from .checks.messages import MESSAGE_COLUMNS, MESSAGE_ORDER, MSG_EVENTS
 from .inputs import InputError, Run, first_run_ids, torn_last_lines, trace_bytes
 from .schema import EVENTS, REQUIRED, SCHEMA_VERSION, TRACE_V1
-from .session import SMALL_TRACE_BYTES
+from .session import SMALL_TRACE_BYTES, partition_for
 
-SKIPPED = "~skipped"  # the stage folder of lines that are not ok events
 _MAX_UNKNOWN_NAMES = 1000  # hostile input may name millions of events: list the most frequent
-_MAX_OBSERVED_RUNS = 256  # beyond this, run ends come from a second, narrow job
+_MAX_OBSERVED_RUNS = 256  # beyond this, run ends come from a narrow job over the kept frames
+_BYTES_PER_EVENT = 400  # about a trace line's size (the demo library: 376): sizes a pass before it runs
 
-STAGE_SCHEMA = T.StructType(
+OTHER_SCHEMA = T.StructType(
     [f for f in TRACE_V1.fields if f.name != "ev"]
     + [T.StructField(name, T.StringType()) for name in ("run_dir", "status", "bad_ev", "file")]
     + [T.StructField("ev", T.StringType())]
 )
+MESSAGE_SCHEMA = T.StructType([TRACE_V1[name] for name in MESSAGE_COLUMNS])
 
 
 @dataclass
@@ -72,12 +76,33 @@ class LoadStats:
 
 @dataclass
 class Loaded:
-    events: DataFrame  # ok events: the schema's fields plus run_dir
+    events: DataFrame  # ok events but the messages: the schema's fields plus run_dir
     stats: LoadStats
     ev_counts: dict[str, int]  # ok events per ev name
     run_ends: dict[str, int]  # run id -> timestamp of its last ok event
     run_dirs: dict[str, list[str]]  # run id -> the directories whose files name it first
     from_cache: bool = False
+    messages: DataFrame | None = None  # ok msg.* events: MESSAGE_COLUMNS, partitioned by (run, msg)
+    kept: list[DataFrame] = field(default_factory=list)  # what the pass keeps in Spark's memory
+
+    def release(self) -> None:
+        """Frees what the reading pass kept, once the checks have run."""
+        for frame in self.kept:
+            release(frame)
+        self.kept.clear()
+
+
+def release(frame: DataFrame) -> None:
+    """Frees the blocks of a local checkpoint now, not when the JVM's garbage collector finds
+    it unused: a check run's kept events are most of its memory. (``unpersist`` does not:
+    a checkpoint is no cached query.) On Spark Connect the server owns them."""
+    from .session import is_connect
+
+    if is_connect(frame.sparkSession):
+        return
+    plan = frame._jdf.queryExecution().logical()
+    if plan.getClass().getSimpleName() == "LogicalRDD":
+        plan.rdd().unpersist(False)
 
 
 def _path_column() -> Column:
@@ -103,163 +128,192 @@ def _run_dir_column(run_dirs: dict[str, list[str]]) -> Column:
     return F.coalesce(F.element_at(lookup, F.col("run")), from_path)
 
 
-def _metrics(runs_seen: list[str]) -> list[Column]:
-    """What the writing pass counts as it goes: lines by status and the last timestamp of
-    every run. Not the events per name: 45 string comparisons and counters per line cost
-    the pass more than the rest of these (1M synthetic events, warm: JVM CPU 23.6 -> 19.2 s
-    without them); the Parquet footers of each event folder hold those counts
-    (``_ev_counts``)."""
+def _status() -> Column:
+    """Null for an ok line, else why it is skipped."""
+    placed = F.lit(True)
+    for name in REQUIRED:
+        placed = placed & F.col(name).isNotNull()
+    return (
+        F.when(~placed, "corrupt")
+        .when(F.col("v") != SCHEMA_VERSION, "version")
+        .when(~F.col("ev").isin(*sorted(EVENTS)), "unknown")
+    )
+
+
+def _metrics(runs_seen: list[str], names: tuple[str, ...]) -> list[Column]:
+    """What the pass counts as it goes: lines by status, ok events of the few ``names`` (the
+    others are counted from the few rows kept of them) and the last timestamp of every run."""
     status = F.col("status")
+    ok = status.isNull()
     metrics = [
         F.count(F.lit(1)).alias("lines"),
         F.count_if(status == "corrupt").alias("corrupt"),
         F.count_if(status == "version").alias("version"),
         F.count_if(status == "unknown").alias("unknown"),
     ]
+    metrics += [F.count_if(ok & (F.col("ev") == name)).alias(f"ev:{i}") for i, name in enumerate(names)]
     if len(runs_seen) <= _MAX_OBSERVED_RUNS:
-        ok = status.isNull()
         metrics += [F.max(F.when(ok & (F.col("run") == run), F.col("ts"))).alias(f"end:{i}")
                     for i, run in enumerate(runs_seen)]
     return metrics
 
 
-def _ev_counts(path: Path) -> dict[str, int]:
-    """Ok events per name, from the row counts in the footers of the stage's Parquet files
-    (one folder per event name; the skipped lines' folder is not an event's)."""
-    counts: dict[str, int] = {}
-    for name in sorted(EVENTS):
-        folder = path / f"ev={name}"
-        rows = sum(pq.read_metadata(f).num_rows for f in sorted(folder.glob("*.parquet")))
-        if rows:
-            counts[name] = rows
-    return counts
+def _json(spark: SparkSession, files: list[str]) -> DataFrame:
+    return spark.read.schema(TRACE_V1).option("mode", "PERMISSIVE").json(files)
 
 
-def _stage(spark: SparkSession, files: list[Path], run_dirs: dict[str, list[str]], path: Path) -> dict:
-    """Parses ``files`` into the Parquet stage at ``path``; returns what the pass counted."""
-    with _splits_by_bytes(spark, trace_bytes(files)):
-        return _stage_all(spark, [str(p) for p in files], run_dirs, path)
+def _passes(spark: SparkSession, files: list[str], run_dirs: dict[str, list[str]]) -> tuple[DataFrame, ...]:
+    """The two reading passes: the message events and the rest, each kept; what they counted.
 
-
-def _stage_all(spark: SparkSession, files: list[str], run_dirs: dict[str, list[str]], path: Path) -> dict:
-    e = spark.read.schema(TRACE_V1).option("mode", "PERMISSIVE").json(files)
-    placed = F.lit(True)
-    for name in REQUIRED:
-        placed = placed & F.col(name).isNotNull()
-    status = (
-        F.when(~placed, "corrupt")
-        .when(F.col("v") != SCHEMA_VERSION, "version")
-        .when(~F.col("ev").isin(*sorted(EVENTS)), "unknown")
-    )
-    skipped = F.col("status").isNotNull()
+    Two scans, not one: one scan that kept both (the other events in a struct the messages
+    leave null, all shuffled and sorted together, then the others taken apart) cost the
+    JVM more CPU than two (1M synthetic events, three warm rounds: 9.1-11.6 s against
+    7.4-8.4 s, load 4-5).
+    """
     runs_seen = sorted(run_dirs)
-    observation = Observation("load")
-    # One projection of every line, observed as it is written: with the metrics between two
-    # projections, each line was copied into a row of 64 columns twice (JVM CPU 26.3 ->
-    # 23.6 s for 1M synthetic events, warm).
-    (
-        e.withColumn("status", status)
+    is_message = F.col("ev").isin(*MSG_EVENTS)
+    seen_m = Observation("messages")
+    kept_m = (
+        _json(spark, files).filter(is_message)
+        .withColumn("status", _status())
+        .observe(seen_m, *_metrics(runs_seen, MSG_EVENTS))
+        .select(*MESSAGE_COLUMNS, "status")  # a skipped line is kept for its count only
+        .repartition("run", "msg").sortWithinPartitions(*MESSAGE_ORDER)
+        .localCheckpoint(eager=True)
+    )
+    seen_o = Observation("others")
+    skipped = F.col("status").isNotNull()
+    others = (
+        _json(spark, files).filter(F.col("ev").isNull() | ~is_message)
+        .withColumn("status", _status())
         .select(
-            *(F.col(f.name) for f in STAGE_SCHEMA.fields
+            *(F.col(f.name) for f in OTHER_SCHEMA.fields
               if f.name not in ("run_dir", "status", "bad_ev", "file", "ev")),
             _run_dir_column(run_dirs).alias("run_dir"),
             "status",
             F.when(skipped, F.col("ev")).alias("bad_ev"),
             F.when(skipped, _path_column()).alias("file"),
-            F.when(skipped, F.lit(SKIPPED)).otherwise(F.col("ev")).alias("ev"),
+            "ev",
         )
-        .observe(observation, *_metrics(runs_seen))
-        # Plain encoding: building a dictionary per column chunk cost more than it saved.
-        # 1M synthetic events, two warm rounds alternating in one JVM (load 2.4-4): the pass's
-        # JVM CPU 17.7-18.6 s with dictionaries, 14.2-16.4 s without; the checks no slower;
-        # the stage 18.6 -> 26.8 MB.
-        .write.option("parquet.enable.dictionary", "false")
-        .mode("overwrite").partitionBy("ev").parquet(str(path))
+        .observe(seen_o, *_metrics(runs_seen, ()))
+        .localCheckpoint(eager=True)
     )
-    m = observation.get
-    counts = {
-        "lines": m["lines"], "corrupt": m["corrupt"],
-        "ev_counts": _ev_counts(path),
-        "unknown_events": {}, "version": None,
-    }
-    table = _read_stage(spark, path)
+    messages = kept_m.filter(~skipped).select(*MESSAGE_COLUMNS)
+    # Spark Connect returns no metrics observed in a checkpoint: they are counted again there.
+    m = seen_m.get or kept_m.agg(*_metrics(runs_seen, MSG_EVENTS)).first().asDict()
+    o = seen_o.get or others.agg(*_metrics(runs_seen, ())).first().asDict()
+    counts = {k: m[k] + o[k] for k in ("lines", "corrupt")}
+    ev_counts = {name: m[f"ev:{i}"] for i, name in enumerate(MSG_EVENTS) if m[f"ev:{i}"]}
+    for r in others.filter(~skipped).groupBy("ev").count().collect():
+        ev_counts[r["ev"]] = r["count"]
+    counts["ev_counts"] = dict(sorted(ev_counts.items()))
     if len(runs_seen) <= _MAX_OBSERVED_RUNS:
-        ends = {run: m[f"end:{i}"] for i, run in enumerate(runs_seen)}
+        ends = {run: max((x for x in (m[f"end:{i}"], o[f"end:{i}"]) if x is not None), default=None)
+                for i, run in enumerate(runs_seen)}
     else:
-        rows = (table.filter(F.col("ev") != SKIPPED).groupBy("run").agg(F.max("ts").alias("end"))
-                .collect())
-        ends = {r["run"]: r["end"] for r in rows}
+        ends = {r["run"]: r["end"] for r in (
+            messages.select("run", "ts").unionByName(others.filter(~skipped).select("run", "ts"))
+            .groupBy("run").agg(F.max("ts").alias("end")).collect())}
     counts["run_ends"] = {run: end for run, end in sorted(ends.items()) if end is not None}
-    bad = table.filter(F.col("ev") == SKIPPED)
-    if m["version"]:
-        rows = bad.filter(F.col("status") == "version").groupBy("v").agg(
-            F.count(F.lit(1)).alias("n"), F.min("file").alias("file")).orderBy("v").collect()
-        counts["version"] = {"file": rows[-1]["file"], "v": rows[-1]["v"],
-                             "found": [[r["v"], r["n"]] for r in rows]}
-    if m["unknown"]:
-        rows = (bad.filter(F.col("status") == "unknown").groupBy("bad_ev").count()
-                .orderBy(F.desc("count"), "bad_ev").limit(_MAX_UNKNOWN_NAMES).collect())
-        names = {r["bad_ev"]: r["count"] for r in rows}
-        rest = m["unknown"] - sum(names.values())
-        if rest:
-            names["(other names)"] = rest
-        counts["unknown_events"] = names
-    return counts
+    counts["version"] = _versions(spark, files) if m["version"] or o["version"] else None
+    counts["unknown_events"] = _unknown(others, o["unknown"]) if o["unknown"] else {}
+    return kept_m, messages, others, counts
+
+
+def _versions(spark: SparkSession, files: list[str]) -> dict:
+    """Which schema versions the skipped lines name, and a file of the newest: the input is
+    unusable, so this costs one more pass, over the lines that name another version."""
+    lines = (_json(spark, files).filter(F.col("v") != SCHEMA_VERSION)
+             .withColumn("status", _status()).filter(F.col("status") == "version")
+             .select("v", _path_column().alias("file")))
+    rows = (lines.groupBy("v").agg(F.count(F.lit(1)).alias("n"), F.min("file").alias("file"))
+            .orderBy("v").collect())
+    return {"file": rows[-1]["file"], "v": rows[-1]["v"], "found": [[r["v"], r["n"]] for r in rows]}
+
+
+def _unknown(others: DataFrame, total: int) -> dict[str, int]:
+    rows = (others.filter(F.col("status") == "unknown").groupBy("bad_ev").count()
+            .orderBy(F.desc("count"), "bad_ev").limit(_MAX_UNKNOWN_NAMES).collect())
+    names = {r["bad_ev"]: r["count"] for r in rows}
+    rest = total - sum(names.values())
+    if rest:
+        names["(other names)"] = rest
+    return names
 
 
 _OPEN_COST = "spark.sql.files.openCostInBytes"
 _SMALL_OPEN_COST = 8192
+_PUSHDOWN = "spark.sql.json.filterPushdown.enabled"
 
 
 @contextmanager
-def _splits_by_bytes(spark: SparkSession, trace_bytes: int) -> Iterator[None]:
-    """A small input's files packed into splits by their bytes, one split per core.
+def _reading(spark: SparkSession, trace_bytes: int) -> Iterator[None]:
+    """The settings of the reading pass, the session's own restored after it.
 
-    Spark charges every file a nominal 4 MB to open when it packs files into splits, so
-    the demo library's 292 files of 15 KB on average (4.5 MB) counted as 1.2 GB: ten
-    tasks, each writing its own Parquet file for every event name it met (some 300). A
-    small input (under ``SMALL_TRACE_BYTES``) is charged 8 KB a file: two tasks on two
-    cores. Demo library, cold, load 3.5-5 (measured with Spark's classes archived, see
-    ``analytics.classarchive``): the reading pass 13.7 s (twice) -> 10.9 and 8.6 s. A larger
-    input keeps the setting it had.
+    No filter is pushed into the JSON parser: it judges a pushed filter by the fields it
+    read before a line turned out malformed, so a torn last line (``..."ev":"msg.in","msg":"q``)
+    left both passes, where it must be counted as corrupt, not vanish.
+
+    A small input's files are packed into splits by their bytes, one split per core. Spark
+    charges every file a nominal 4 MB to open when it packs files into splits, so the demo
+    library's 292 files of 15 KB on average (4.5 MB) counted as 1.2 GB: ten tasks for a
+    few thousand lines. A small input (under ``SMALL_TRACE_BYTES``) is charged 8 KB a file:
+    two tasks on two cores. Demo library, cold, load 3.5-5 (measured with Spark's classes
+    archived, see ``analytics.classarchive``): the reading pass 13.7 s (twice) -> 10.9 and
+    8.6 s. A larger input keeps the setting it had.
     """
-    if trace_bytes >= SMALL_TRACE_BYTES:
-        yield
-        return
-    before = spark.conf.get(_OPEN_COST, None)
-    spark.conf.set(_OPEN_COST, str(_SMALL_OPEN_COST))
+    settings = {_PUSHDOWN: "false"}
+    if trace_bytes < SMALL_TRACE_BYTES:
+        settings[_OPEN_COST] = str(_SMALL_OPEN_COST)
+    before = {name: spark.conf.get(name, None) for name in settings}
+    for name, value in settings.items():
+        spark.conf.set(name, value)
     try:
         yield
     finally:
-        if before is None:
-            spark.conf.unset(_OPEN_COST)
-        else:
-            spark.conf.set(_OPEN_COST, before)
+        for name, value in before.items():
+            if value is None:
+                spark.conf.unset(name)
+            else:
+                spark.conf.set(name, value)
 
 
-def _read_stage(spark: SparkSession, path: Path) -> DataFrame:
-    # An explicit schema: Spark infers none, which would cost a job per read.
-    return spark.read.schema(STAGE_SCHEMA).parquet(str(path))
+def _read_cached(spark: SparkSession, path: Path) -> tuple[DataFrame, DataFrame]:
+    """The kept frames of a cache entry. An explicit schema: Spark infers none, which would
+    cost a job per read. The messages are partitioned again as the checks group them."""
+    messages = (spark.read.schema(MESSAGE_SCHEMA).parquet(str(path / "messages"))
+                .repartition("run", "msg").sortWithinPartitions(*MESSAGE_ORDER).localCheckpoint(eager=True))
+    others = spark.read.schema(OTHER_SCHEMA).parquet(str(path / "others"))
+    return messages, others
 
 
-def load(spark: SparkSession, runs: list[Run], stage_dir: Path, cache: TraceCache | None = None) -> Loaded:
+def _write_cached(messages: DataFrame, others: DataFrame, path: Path) -> None:
+    # Plain encoding: building a dictionary per column chunk cost more than it saved.
+    for name, frame in (("messages", messages), ("others", others)):
+        frame.write.option("parquet.enable.dictionary", "false").parquet(str(path / name))
+
+
+def load(spark: SparkSession, runs: list[Run], cache: TraceCache | None = None) -> Loaded:
     files = [p for run in runs for p in run.trace_files]
     run_dirs = first_run_ids(runs)
     torn = torn_last_lines(runs)
-    key = input_key(files, STAGE_SCHEMA.json())
+    size = trace_bytes(files)
+    # Sized by bytes before a line is read: a small input in one partition, interpreted.
+    partition_for(spark, size // _BYTES_PER_EVENT)
+    key = input_key(files, json.dumps([MESSAGE_SCHEMA.json(), OTHER_SCHEMA.json()]))
     counts = cache.lookup(key) if cache is not None else None
     from_cache = counts is not None
     if counts is not None:
-        path = cache.events_path(key)
-    elif cache is not None:
-        with cache.writing(key) as entry:
-            counts = _stage(spark, files, run_dirs, entry.events)
-            entry.meta = counts
-        # Lost a race to another check of the same traces: its entry is as good as ours.
-        path = cache.events_path(key) if cache.lookup(key) is not None else entry.events
+        messages, others = _read_cached(spark, cache.events_path(key))
+        kept = [messages]
     else:
-        path = stage_dir / "events.parquet"
-        counts = _stage(spark, files, run_dirs, path)
+        with _reading(spark, size):
+            kept_m, messages, others, counts = _passes(spark, [str(p) for p in files], run_dirs)
+        kept = [kept_m, others]
+        if cache is not None and not counts["version"]:
+            with cache.writing(key) as entry:
+                _write_cached(messages, others, entry.events)
+                entry.meta = counts
 
     if counts["version"]:
         version = counts["version"]
@@ -275,9 +329,8 @@ def load(spark: SparkSession, runs: list[Run], stage_dir: Path, cache: TraceCach
     stats.unknown_events = dict(counts["unknown_events"])
     ev_counts = dict(counts["ev_counts"])
     stats.events = sum(ev_counts.values())
-    events = (_read_stage(spark, path).filter(F.col("ev") != SKIPPED)
-              .drop("status", "bad_ev", "file"))
-    return Loaded(events, stats, ev_counts, dict(counts["run_ends"]), run_dirs, from_cache)
+    events = others.filter(F.col("status").isNull()).drop("status", "bad_ev", "file")
+    return Loaded(events, stats, ev_counts, dict(counts["run_ends"]), run_dirs, from_cache, messages, kept)
 
 
 def event_lines(path: Path, run: str, rt: str, seqs: set[int]) -> dict[int, str]:

@@ -106,7 +106,7 @@ def check_runs(
     meter = JobMeter(spark)
     with meter:
         started = time.perf_counter()
-        loaded = load(spark, runs, stage_dir, cache)
+        loaded = load(spark, runs, cache)
         read_s = time.perf_counter() - started
         outcome = run_checks(
             spark, runs, loaded, names, storm_steals=storm_steals,
@@ -135,7 +135,7 @@ def run_checks(
     )
     ctx = CheckContext(
         spark, loaded.events, policies, storm_steals, storm_window_ms, loaded.ev_counts,
-        {str(r.dir): r.policy for r in runs},
+        {str(r.dir): r.policy for r in runs}, messages=loaded.messages,
     )
     started = time.perf_counter()
     checks = [CHECKS[name] for name in names or list(CHECKS)]
@@ -154,6 +154,7 @@ def run_checks(
             for frame in output.cached:
                 frame.unpersist()
         ctx.release()  # the message frames the checks share were cached for this run of them only
+        loaded.release()
     by_check: dict[str, list] = {}
     for r in rows:
         by_check.setdefault(r["check"], []).append(r)

@@ -138,10 +138,7 @@ def tune(spark: SparkSession) -> None:
     stages buys nothing on tables this size; without it a query is one job (plus one per
     broadcast, see below). Measured on 100k synthetic events
     (load average 10-14): 82 jobs and 99 s with it, 29 jobs and 61 s without. So shuffle
-    partitions are the cores (nothing merges small ones any more), not 200. Writing the
-    stage by event name keeps one open file per name instead of sorting every row by name
-    first. Listing the stage's folders stays on the driver: a listing job costs more than
-    it saves for a few dozen folders.
+    partitions are the cores (nothing merges small ones any more), not 200.
     """
     n = cores(spark)
     if n:
@@ -156,8 +153,9 @@ def tune(spark: SparkSession) -> None:
     # NO_CODEGEN after a 20k warm-up, the reading pass of 1M events cost the JVM 96 s of CPU.
     spark.conf.unset("spark.sql.codegen.wholeStage")
     spark.conf.unset("spark.sql.codegen.factoryMode")
-    spark.conf.set("spark.sql.maxConcurrentOutputFileWriters", "256")
-    spark.conf.set("spark.sql.sources.parallelPartitionDiscovery.threshold", "4096")
+    # A collect with a limit at its root (a check's few rows, computed once) reads every
+    # partition in its first job, not one first and the rest in a second.
+    spark.conf.set("spark.sql.limit.initialNumPartitions", "1024")
 
 
 SMALL_INPUT = 50_000  # events a check run takes in one partition

@@ -357,7 +357,7 @@ def test_request_verdicts_name_the_first_explanation_of_loss_json(spark, tmp_pat
     cases = _loss_cases()
     for b, *_ in cases.values():
         b.write(tmp_path / "runs")
-    found = verdicts_of_runs(spark, [str(tmp_path / "runs")], tmp_path / "stage")
+    found = verdicts_of_runs(spark, [str(tmp_path / "runs")])
     assert found == {(run, "q"): (outcome, why) for run, (_, outcome, why, _) in cases.items()}
     # the check reports exactly the unexplained requests, and the hops they vanished on
     result = check(spark, tmp_path / "check", [b for b, *_ in cases.values()], "lost-message")

@@ -85,7 +85,7 @@ def library(tmp_path_factory) -> list[Path]:
 
 def test_the_harness_and_the_checker_agree_on_every_library_request(spark, library, tmp_path):
     harness = harness_verdicts(library)
-    checker = verdicts_of_runs(spark, [str(p) for p in library], tmp_path / "stage")
+    checker = verdicts_of_runs(spark, [str(p) for p in library])
     assert len(harness) > 500 and not disagreements(harness, checker), "\n".join(disagreements(harness, checker))
 
 
@@ -93,7 +93,7 @@ def test_they_agree_on_every_run_with_a_receipt_or_delivery_deleted(spark, libra
     copies = [c for name in MUTATED for c in deletions(next(p for p in library if p.name == name), tmp_path / name)]
     assert len(copies) > 300
     harness = harness_verdicts(copies)
-    checker = verdicts_of_runs(spark, [str(c) for c in copies], tmp_path / "stage")
+    checker = verdicts_of_runs(spark, [str(c) for c in copies])
     found = disagreements(harness, checker)
     assert not found, f"{len(found)} disagreements:\n" + "\n".join(found[:40])
     # A reply's receipt or delivery deleted: the request is no longer answered, and both
@@ -106,7 +106,7 @@ def test_a_planted_disagreement_names_the_message_and_both_verdicts(spark, libra
     """The harness without one explanation (a recorded drop) no longer agrees with the
     checker on library runs whose requests were dropped."""
     runs = [p for p in library if p.name in MUTATED]
-    checker = verdicts_of_runs(spark, [str(p) for p in runs], tmp_path / "stage")
+    checker = verdicts_of_runs(spark, [str(p) for p in runs])
     assert not disagreements(harness_verdicts(runs), checker)
     monkeypatch.setitem(loss.EXPLANATIONS, "drop-recorded", lambda *_: False)
     found = disagreements(harness_verdicts(runs), checker)

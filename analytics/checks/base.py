@@ -35,6 +35,10 @@ class CheckContext:
     storm_window_ms: int = 10_000
     ev_counts: dict[str, int] | None = None  # known counts per ev spare a Spark job
     declared: dict[str, str | None] | None = None  # run_dir -> declared policy, as policies holds
+    # The msg.* events apart, as the reading pass leaves them: their message columns only,
+    # partitioned by (run, msg); ``events`` then holds every other event. None: ``events``
+    # holds them all.
+    messages: DataFrame | None = None
     _shared: dict[str, DataFrame] = field(default_factory=dict)
     _found: dict[str, dict[str, DataFrame]] = field(default_factory=dict)
 
@@ -46,21 +50,45 @@ class CheckContext:
                  for part, df in c.find(self).items()]
         if not parts:
             return
+        for i, frame in enumerate(self._collected([df for _, _, df in parts])):
+            check, part, _ = parts[i]
+            self._found.setdefault(check, {})[part] = frame
+
+    def _collected(self, frames: list[DataFrame]) -> list[DataFrame]:
+        """``frames`` collected in one query, each as a local relation with its own schema (one
+        of more than ``CANDIDATE_LIMIT`` rows stays distributed, checkpointed)."""
         tagged = [
             df.limit(CANDIDATE_LIMIT + 1).select(
                 F.lit(i).alias("part"), F.to_json(F.struct(*[F.col(f"`{c}`") for c in df.columns])).alias("row"))
-            for i, (_, _, df) in enumerate(parts)
+            for i, df in enumerate(frames)
         ]
         lines: dict[int, list[str]] = {}
         for r in reduce(lambda a, b: a.unionByName(b), tagged).collect():
             lines.setdefault(r["part"], []).append(r["row"])
         from ..frames import json_frame
 
-        for i, (check, part, df) in enumerate(parts):
-            found = lines.get(i, [])
-            frame = (df.localCheckpoint() if len(found) > CANDIDATE_LIMIT
-                     else json_frame(self.spark, found, df.schema))
-            self._found.setdefault(check, {})[part] = frame
+        return [df.localCheckpoint() if len(lines.get(i, [])) > CANDIDATE_LIMIT
+                else json_frame(self.spark, lines.get(i, []), df.schema)
+                for i, df in enumerate(frames)]
+
+    def local(self, *frames: DataFrame) -> list[DataFrame]:
+        """``frames``, each a few rows a check's second phase reads several times, computed
+        now, in one query: each read is then of their rows, not of the lineage that found
+        them (a lost hop's evidence joins it three times, and each join planned the
+        message aggregates again)."""
+        return self._collected(list(frames))
+
+    def narrowed(self, df: DataFrame, few: DataFrame, column: str) -> DataFrame:
+        """The rows of ``df`` whose ``column`` holds a value of ``few``'s, for a join of the two:
+        a filter by the values, read on the driver, so the join reads only those rows and
+        shuffles nothing else. ``few`` is a candidate frame or made of them (its rows are at
+        hand); one of more than ``CANDIDATE_LIMIT`` rows leaves ``df`` whole. The join still
+        decides: this only spares it the rest."""
+        rows = few.select(column).limit(CANDIDATE_LIMIT + 1).collect()
+        if len(rows) > CANDIDATE_LIMIT:
+            return df
+        values = sorted({r[0] for r in rows if r[0] is not None})
+        return df.filter(F.col(column).isin(*values)) if values else df.limit(0)
 
     def candidates(self, check: Check) -> dict[str, DataFrame]:
         """The phase-1 frames of ``check`` (found now, alone, if the runner did not)."""
@@ -104,7 +132,17 @@ class CheckContext:
         return bool(self.of(*evs).limit(1).count())
 
     def of(self, *evs: str) -> DataFrame:
-        return self.events.filter(F.col("ev").isin(*evs))
+        if self.messages is None:
+            return self.events.filter(F.col("ev").isin(*evs))
+        from .messages import MSG_EVENTS
+
+        messages = [ev for ev in evs if ev in MSG_EVENTS]
+        others = [ev for ev in evs if ev not in MSG_EVENTS]
+        if messages and others:
+            raise ValueError(f"events {evs}: message and other events are read apart")
+        if messages:
+            return self.messages.filter(F.col("ev").isin(*messages))
+        return self.events.filter(F.col("ev").isin(*others))
 
 
 @dataclass

@@ -40,9 +40,6 @@ small side of each join) to judge them and build the details.
 
 from __future__ import annotations
 
-import tempfile
-from pathlib import Path
-
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -225,7 +222,8 @@ def _judge(ctx: CheckContext) -> tuple[DataFrame, DataFrame]:
     hops = lost.filter(~F.col("went_on")).select(*_SEND).unionByName(_request_hops(requests)).distinct()
     evidence = Evidence(
         exchanges=requests,
-        hops=hops.join(_until(ctx, hops), HOP, "left"),
+        # the explanations join the hops three times: their overtaking sends are read once
+        hops=ctx.local(hops.join(_until(ctx, hops), HOP, "left"))[0],
         receivers=_receivers(hops, found),
         ends=found["ends"],
         resubscriptions=found["resubscribed"],
@@ -249,28 +247,26 @@ def request_verdicts(ctx: CheckContext) -> DataFrame:
     ))
 
 
-def verdicts_of_runs(spark: SparkSession, run_dirs: list[str], stage_dir: Path | str) -> dict:
+def verdicts_of_runs(spark: SparkSession, run_dirs: list[str]) -> dict:
     """``{(run id, msg): (outcome, why)}`` for every request of the runs in ``run_dirs``,
-    as ``request_verdicts`` judges them; ``stage_dir`` (made if missing) holds the staged
-    events while they are read."""
+    as ``request_verdicts`` judges them."""
     from ..frames import rows_frame
     from ..inputs import find_runs
     from ..load import load
     from ..session import partition_for, tune
 
-    stage = Path(stage_dir)
-    stage.mkdir(parents=True, exist_ok=True)
     runs = find_runs(run_dirs)
     tune(spark)
-    loaded = load(spark, runs, Path(tempfile.mkdtemp(dir=stage)))
+    loaded = load(spark, runs)
     partition_for(spark, loaded.stats.events)
     policies = rows_frame(spark, [], "run_dir string, declared string, judged string")  # no check here reads them
     ctx = CheckContext(spark, loaded.events, policies, ev_counts=loaded.ev_counts,
-                       declared={str(r.dir): r.policy for r in runs})
+                       declared={str(r.dir): r.policy for r in runs}, messages=loaded.messages)
     try:
         rows = request_verdicts(ctx).collect()
     finally:
         ctx.release()
+        loaded.release()
     return {(r["run"], r["msg"]): (r["outcome"], r["why"]) for r in rows}
 
 
@@ -279,10 +275,12 @@ def _lost_requests(ctx: CheckContext, judged: DataFrame) -> DataFrame:
     unexplained = judged.filter(F.col("why").isNull())
     # The trail of each unexplained request: its exchange's events.
     exchange = F.coalesce(F.col("corr"), F.concat(F.lit("msg:"), F.col("msg")))
+    wanted = unexplained.select("run", exchange.alias("exchange"))
+    exchanges = (message_events(ctx).filter(F.col("type").isin("rq", "rp"))
+                 .select("run", exchange.alias("exchange"), F.struct("rt", "seq").alias("ref")))
     trail = (
-        message_events(ctx).filter(F.col("type").isin("rq", "rp"))
-        .select("run", exchange.alias("exchange"), F.struct("rt", "seq").alias("ref"))
-        .join(ctx.small(unexplained.select("run", exchange.alias("exchange"))), ["run", "exchange"])
+        ctx.narrowed(exchanges, wanted, "exchange")
+        .join(ctx.small(wanted), ["run", "exchange"])
         .groupBy("run", "exchange").agg(F.collect_list("ref").alias("trail"))
     )
     found = unexplained.withColumn("exchange", exchange).join(trail, ["run", "exchange"], "left")
@@ -326,7 +324,7 @@ def _vanished(lost: DataFrame) -> DataFrame:
 
 def _duplicates(ctx: CheckContext, twice: DataFrame) -> DataFrame:
     delivered = (
-        message_events(ctx).filter(is_("msg.deliver"))
+        ctx.narrowed(message_events(ctx).filter(is_("msg.deliver")), twice, "msg")
         .join(ctx.small(twice), ["run", "msg", "rt"])
         .groupBy("run", "msg", "rt")
         .agg(F.first("deliveries").alias("n"), F.collect_list("seq").alias("seqs"), F.max("to").alias("to"))
@@ -346,7 +344,7 @@ def _duplicates(ctx: CheckContext, twice: DataFrame) -> DataFrame:
 
 
 def compute(ctx: CheckContext) -> CheckOutput:
-    judged, lost = _judge(ctx)
+    judged, lost = ctx.local(*_judge(ctx))
     out = (
         _lost_requests(ctx, judged)
         .unionByName(_duplicates(ctx, ctx.candidates(CHECK)["twice"]))

@@ -22,15 +22,24 @@ from ..loss import NETWORK, accounting_drop, rank
 from .base import CheckContext
 
 MSG_EVENTS = ("msg.out", "msg.in", "msg.deliver", "msg.queue", "msg.drop")
-_COLUMNS = ("run", "msg", "rt", "seq", "ts", "ev", "type", "hops", "via", "gbid", "target", "corr",
-            "exp", "reason", "resent", "to")
+# The columns of a message event the checks read: what the reading pass keeps of each.
+MESSAGE_COLUMNS = ("run", "msg", "rt", "seq", "ts", "ev", "type", "hops", "via", "gbid", "target", "corr",
+                   "exp", "reason", "resent", "to")
+# The order the reading pass leaves them in within a partition: the aggregates per message
+# and per hop count take string maxima and maxima by structs, which Spark aggregates by
+# sorting; on input in this order they stream, without a sort of their own.
+MESSAGE_ORDER = ("run", "msg", "hops")
 
 
 def message_events(ctx: CheckContext) -> DataFrame:
-    """The msg.* events that name a message, partitioned by (run, msg), cached once per
-    check run: every aggregate below groups by keys that start with those two."""
+    """The msg.* events that name a message, partitioned by (run, msg): every aggregate
+    below groups by keys that start with those two. The reading pass leaves them so
+    (``CheckContext.messages``); events given as one frame are partitioned here, once per
+    check run."""
+    if ctx.messages is not None:
+        return ctx.messages.filter(F.col("msg").isNotNull())
     return ctx.shared("messages", lambda: (
-        ctx.of(*MSG_EVENTS).filter(F.col("msg").isNotNull()).select(*_COLUMNS)
+        ctx.of(*MSG_EVENTS).filter(F.col("msg").isNotNull()).select(*MESSAGE_COLUMNS)
         .repartition("run", "msg")
     ))
 

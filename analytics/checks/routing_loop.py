@@ -74,7 +74,7 @@ def find(ctx: CheckContext) -> dict:
 def compute(ctx: CheckContext) -> CheckOutput:
     flagged = ctx.candidates(CHECK)["flagged"]
     # Phase 2: the paths and routing entries of the flagged messages only.
-    hops = message_events(ctx).join(ctx.small(flagged), ["run", "msg"])
+    hops = ctx.narrowed(message_events(ctx), flagged, "msg").join(ctx.small(flagged), ["run", "msg"])
     paths = hops.groupBy("run", "msg", "why").agg(
         F.sort_array(
             F.collect_list(
