@@ -36,7 +36,7 @@ from .cache import TraceCache, input_key
 from .checks.messages import MESSAGE_COLUMNS, MESSAGE_ORDER, MSG_EVENTS
 from .inputs import InputError, Run, first_run_ids, torn_last_lines, trace_bytes
 from .schema import EVENTS, REQUIRED, SCHEMA_VERSION, TRACE_V1
-from .session import SMALL_TRACE_BYTES, partition_for
+from .session import SMALL_TRACE_BYTES, is_connect, partition_for
 
 _MAX_UNKNOWN_NAMES = 1000  # hostile input may name millions of events: list the most frequent
 _MAX_OBSERVED_RUNS = 256  # beyond this, run ends come from a narrow job over the kept frames
@@ -162,31 +162,33 @@ def _json(spark: SparkSession, files: list[str]) -> DataFrame:
     return spark.read.schema(TRACE_V1).option("mode", "PERMISSIVE").json(files)
 
 
-def _passes(spark: SparkSession, files: list[str], run_dirs: dict[str, list[str]]) -> tuple[DataFrame, ...]:
-    """The two reading passes: the message events and the rest, each kept; what they counted.
+def _passes(spark: SparkSession, files: list[str], run_dirs: dict[str, list[str]],
+            small: bool) -> tuple[DataFrame, ...]:
+    """The reading pass: the message events and the rest, each kept; what it counted.
 
-    Two scans, not one: one scan that kept both (the other events in a struct the messages
-    leave null, all shuffled and sorted together, then the others taken apart) cost the
-    JVM more CPU than two (1M synthetic events, three warm rounds: 9.1-11.6 s against
-    7.4-8.4 s, load 4-5).
+    Two scans of the files, not one: one scan that kept both (the other events in a struct
+    the messages leave null, all shuffled and sorted together, then the others taken
+    apart) cost the JVM more CPU than two (1M synthetic events, three warm rounds: 9.1-11.6 s
+    against 7.4-8.4 s, load 4-5). A small input is read once and kept whole, and both
+    are taken from that copy: there, opening each file costs more than parsing it (the
+    demo library's 292 files: 1.3-1.5 s a scan on a warm Connect server).
     """
     runs_seen = sorted(run_dirs)
     is_message = F.col("ev").isin(*MSG_EVENTS)
-    seen_m = Observation("messages")
-    kept_m = (
-        _json(spark, files).filter(is_message)
-        .withColumn("status", _status())
-        .observe(seen_m, *_metrics(runs_seen, MSG_EVENTS))
-        .select(*MESSAGE_COLUMNS, "status")  # a skipped line is kept for its count only
-        .repartition("run", "msg").sortWithinPartitions(*MESSAGE_ORDER)
-        .localCheckpoint(eager=True)
-    )
-    seen_o = Observation("others")
     skipped = F.col("status").isNotNull()
-    others = (
-        _json(spark, files).filter(F.col("ev").isNull() | ~is_message)
-        .withColumn("status", _status())
-        .select(
+    # Spark Connect returns no metrics observed in a checkpoint, and its observe costs a
+    # round trip in which the server lists every trace file (1.3 s for the demo library's
+    # 292): there the kept frames are counted instead, which costs a small query each.
+    connect = is_connect(spark)
+    observations: list[Observation] = []
+
+    def observed(df: DataFrame, names: tuple[str, ...]) -> DataFrame:
+        observations.append(Observation(f"pass-{len(observations)}"))
+        return df if connect else df.observe(observations[-1], *_metrics(runs_seen, names))
+
+    def parsed(keep: Column) -> DataFrame:
+        """The lines ``keep`` selects, with every column the other events keep."""
+        return _json(spark, files).filter(keep).withColumn("status", _status()).select(
             *(F.col(f.name) for f in OTHER_SCHEMA.fields
               if f.name not in ("run_dir", "status", "bad_ev", "file", "ev")),
             _run_dir_column(run_dirs).alias("run_dir"),
@@ -195,29 +197,43 @@ def _passes(spark: SparkSession, files: list[str], run_dirs: dict[str, list[str]
             F.when(skipped, _path_column()).alias("file"),
             "ev",
         )
-        .observe(seen_o, *_metrics(runs_seen, ()))
+
+    rest = F.col("ev").isNull() | ~is_message
+    if small:
+        whole = observed(parsed(F.lit(True)), MSG_EVENTS).localCheckpoint(eager=True)
+        from_messages, others = whole.filter(is_message), whole.filter(rest)
+    else:
+        from_messages = observed(_json(spark, files).filter(is_message).withColumn("status", _status()), MSG_EVENTS)
+    kept_m = (
+        from_messages.select(*MESSAGE_COLUMNS, "status")  # a skipped line is kept for its count only
+        .repartition("run", "msg").sortWithinPartitions(*MESSAGE_ORDER)
         .localCheckpoint(eager=True)
     )
+    if small:
+        passes, kept = [(whole, MSG_EVENTS)], [whole, kept_m]
+    else:
+        others = observed(parsed(rest), ()).localCheckpoint(eager=True)
+        passes, kept = [(kept_m, MSG_EVENTS), (others, ())], [kept_m, others]
+    counted = [df.agg(*_metrics(runs_seen, names)).first().asDict() if connect else observation.get
+               for (df, names), observation in zip(passes, observations, strict=True)]
     messages = kept_m.filter(~skipped).select(*MESSAGE_COLUMNS)
-    # Spark Connect returns no metrics observed in a checkpoint: they are counted again there.
-    m = seen_m.get or kept_m.agg(*_metrics(runs_seen, MSG_EVENTS)).first().asDict()
-    o = seen_o.get or others.agg(*_metrics(runs_seen, ())).first().asDict()
-    counts = {k: m[k] + o[k] for k in ("lines", "corrupt")}
-    ev_counts = {name: m[f"ev:{i}"] for i, name in enumerate(MSG_EVENTS) if m[f"ev:{i}"]}
+    counts = {k: sum(c[k] for c in counted) for k in ("lines", "corrupt", "version", "unknown")}
+    ev_counts = {name: counted[0][f"ev:{i}"] for i, name in enumerate(MSG_EVENTS) if counted[0][f"ev:{i}"]}
     for r in others.filter(~skipped).groupBy("ev").count().collect():
         ev_counts[r["ev"]] = r["count"]
     counts["ev_counts"] = dict(sorted(ev_counts.items()))
     if len(runs_seen) <= _MAX_OBSERVED_RUNS:
-        ends = {run: max((x for x in (m[f"end:{i}"], o[f"end:{i}"]) if x is not None), default=None)
+        ends = {run: max((c[f"end:{i}"] for c in counted if c[f"end:{i}"] is not None), default=None)
                 for i, run in enumerate(runs_seen)}
     else:
         ends = {r["run"]: r["end"] for r in (
             messages.select("run", "ts").unionByName(others.filter(~skipped).select("run", "ts"))
             .groupBy("run").agg(F.max("ts").alias("end")).collect())}
     counts["run_ends"] = {run: end for run, end in sorted(ends.items()) if end is not None}
-    counts["version"] = _versions(spark, files) if m["version"] or o["version"] else None
-    counts["unknown_events"] = _unknown(others, o["unknown"]) if o["unknown"] else {}
-    return kept_m, messages, others, counts
+    unknown = counts.pop("unknown")
+    counts["version"] = _versions(spark, files) if counts.pop("version") else None
+    counts["unknown_events"] = _unknown(others, unknown) if unknown else {}
+    return kept, messages, others, counts
 
 
 def _versions(spark: SparkSession, files: list[str]) -> dict:
@@ -308,8 +324,8 @@ def load(spark: SparkSession, runs: list[Run], cache: TraceCache | None = None) 
         kept = [messages]
     else:
         with _reading(spark, size):
-            kept_m, messages, others, counts = _passes(spark, [str(p) for p in files], run_dirs)
-        kept = [kept_m, others]
+            kept, messages, others, counts = _passes(spark, [str(p) for p in files], run_dirs,
+                                                     small=size < SMALL_TRACE_BYTES)
         if cache is not None and not counts["version"]:
             with cache.writing(key) as entry:
                 _write_cached(messages, others, entry.events)

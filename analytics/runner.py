@@ -22,7 +22,7 @@ from pyspark.sql import functions as F
 
 from . import rules
 from .cache import TraceCache
-from .checks import CHECKS, CheckContext
+from .checks import CHECKS, CheckContext, CheckOutput
 from .checks.base import VIOLATION_COLUMNS
 from .frames import rows_frame
 from .inputs import Run
@@ -139,16 +139,24 @@ def run_checks(
     )
     started = time.perf_counter()
     checks = [CHECKS[name] for name in names or list(CHECKS)]
-    ctx.find(checks)  # phase 1: the candidates of every check, one query
+    # Nothing to judge, nothing to build: a check's queries cost their planning on any input.
+    idle = {c.name for c in checks if c.judges and not ctx.has(*c.judges)}
+    ctx.find([c for c in checks if c.name not in idle])  # phase 1: the candidates of every check, one query
+    idle |= {c.name for c in checks if ctx.found_nothing(c)}
     built = []
     for check in checks:
         name = check.name
         t = time.perf_counter()
+        if name in idle:
+            notes = [check.vacuous] if check.vacuous and not ctx.has(*check.judges) else []
+            built.append((check, CheckOutput(None, notes), None, 0.0))
+            continue
         output = check.compute(ctx)
         found = output.violations.select(F.lit(name).alias("check"), *VIOLATION_COLUMNS)
         built.append((check, output, found, time.perf_counter() - t))
     try:
-        rows = _collect(reduce(lambda a, b: a.unionByName(b), [b[2] for b in built]), max_details)
+        queries = [b[2] for b in built if b[2] is not None]
+        rows = _collect(reduce(lambda a, b: a.unionByName(b), queries), max_details) if queries else []
     finally:
         for _, output, _, _ in built:
             for frame in output.cached:

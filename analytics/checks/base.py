@@ -41,6 +41,7 @@ class CheckContext:
     messages: DataFrame | None = None
     _shared: dict[str, DataFrame] = field(default_factory=dict)
     _found: dict[str, dict[str, DataFrame]] = field(default_factory=dict)
+    _rows: dict[str, dict[str, int]] = field(default_factory=dict)
 
     def find(self, checks: list[Check]) -> None:
         """Phase 1 of ``checks``: every candidate frame of every check in one query, each
@@ -50,13 +51,24 @@ class CheckContext:
                  for part, df in c.find(self).items()]
         if not parts:
             return
-        for i, frame in enumerate(self._collected([df for _, _, df in parts])):
+        frames, rows = self._collect_rows([df for _, _, df in parts])
+        for i, frame in enumerate(frames):
             check, part, _ = parts[i]
             self._found.setdefault(check, {})[part] = frame
+            self._rows.setdefault(check, {})[part] = rows[i]
+
+    def found_nothing(self, check: Check) -> bool:
+        """Whether phase 1 found no row in any of ``check.leads`` (False when it has none)."""
+        rows = self._rows.get(check.name, {})
+        return bool(check.leads) and all(rows.get(part) == 0 for part in check.leads)
 
     def _collected(self, frames: list[DataFrame]) -> list[DataFrame]:
+        return self._collect_rows(frames)[0]
+
+    def _collect_rows(self, frames: list[DataFrame]) -> tuple[list[DataFrame], list[int]]:
         """``frames`` collected in one query, each as a local relation with its own schema (one
-        of more than ``CANDIDATE_LIMIT`` rows stays distributed, checkpointed)."""
+        of more than ``CANDIDATE_LIMIT`` rows stays distributed, checkpointed), and how many
+        rows each has (up to ``CANDIDATE_LIMIT`` + 1)."""
         tagged = [
             df.limit(CANDIDATE_LIMIT + 1).select(
                 F.lit(i).alias("part"), F.to_json(F.struct(*[F.col(f"`{c}`") for c in df.columns])).alias("row"))
@@ -67,9 +79,10 @@ class CheckContext:
             lines.setdefault(r["part"], []).append(r["row"])
         from ..frames import json_frame
 
-        return [df.localCheckpoint() if len(lines.get(i, [])) > CANDIDATE_LIMIT
+        kept = [df.localCheckpoint() if len(lines.get(i, [])) > CANDIDATE_LIMIT
                 else json_frame(self.spark, lines.get(i, []), df.schema)
                 for i, df in enumerate(frames)]
+        return kept, [len(lines.get(i, [])) for i in range(len(frames))]
 
     def local(self, *frames: DataFrame) -> list[DataFrame]:
         """``frames``, each a few rows a check's second phase reads several times, computed
@@ -112,6 +125,7 @@ class CheckContext:
             frame.unpersist()
         self._shared.clear()
         self._found.clear()
+        self._rows.clear()
 
     def small(self, df: DataFrame) -> DataFrame:
         """The small side of a join (candidates, ends, rule tables): the hashed side of a
@@ -160,6 +174,12 @@ class Check:
     events: tuple[str, ...]  # the ev names it reads: its "events scanned"
     compute: Callable[[CheckContext], CheckOutput]  # phase 2 (or all of it)
     find: Callable[[CheckContext], dict[str, DataFrame]] | None = None  # phase 1: candidate frames
+    # The events a violation can come from: a check run with none of them has nothing to
+    # judge, and builds no query (a check's queries cost their planning whatever the input).
+    judges: tuple[str, ...] = ()
+    vacuous: str | None = None  # the note of a check run with none of them
+    # The candidate frames a violation starts from: when none has a row, phase 2 is not built.
+    leads: tuple[str, ...] = ()
 
 
 def ref(rt: str | Column = "rt", seq: str | Column = "seq") -> Column:

@@ -139,4 +139,5 @@ CHECK = Check(
     seeds="001 (lookup: unique per participantId, only selected GBIDs; remove, removeStale)",
     events=("gcd.lookup", "gcd.add", "gcd.remove", "gcd.remove_stale"),
     compute=compute,
+    judges=("gcd.lookup",),
 )

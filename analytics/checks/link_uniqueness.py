@@ -114,10 +114,7 @@ def compute(ctx: CheckContext) -> CheckOutput:
         ),
         refs=refs,
     )
-    notes = []
-    if not ctx.has(*_LINK_EVENTS):
-        notes.append("no link events: passes vacuously")
-    return CheckOutput(out, notes)
+    return CheckOutput(out)
 
 
 CHECK = Check(
@@ -129,4 +126,6 @@ CHECK = Check(
     seeds="004 ('MUST be globally unique. => only active on one connection')",
     events=(*_LINK_EVENTS, "life.crash", "life.stop"),
     compute=compute,
+    judges=_LINK_EVENTS,
+    vacuous="no link events: passes vacuously",
 )

@@ -366,4 +366,6 @@ CHECK = Check(
     events=(*MSG_EVENTS, *ENDS, *STARTS, "link.attach"),
     compute=compute,
     find=find,
+    judges=MSG_EVENTS,
+    leads=("lost", "requests", "twice"),
 )

@@ -107,4 +107,5 @@ CHECK = Check(
     seeds="000 (isGloballyVisible: routing of multicast publications); joynr's multicast echo guard",
     events=("msg.out", "msg.in", "sub.publication", "mc.fire"),
     compute=compute,
+    judges=("msg.out", "msg.in", "sub.publication", "mc.fire"),
 )

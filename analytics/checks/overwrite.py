@@ -290,4 +290,5 @@ CHECK = Check(
     seeds="000 (precedence), 002 constraints 2a-2c, 3, 4 (local-remote), 003 CRUD (gcd-trust)",
     events=("rt.put", "rt.remove", "rt.purge", "life.start", "life.restart"),
     compute=compute,
+    judges=("rt.put", "rt.remove", "rt.purge"),
 )

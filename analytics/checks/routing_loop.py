@@ -188,4 +188,6 @@ CHECK = Check(
     events=(*MSG_EVENTS, "rt.put"),
     compute=compute,
     find=find,
+    judges=MSG_EVENTS,
+    leads=("flagged",),
 )

@@ -101,4 +101,5 @@ CHECK = Check(
     seeds="004 (link stealing); DESIGN (paho clients with one id kick each other)",
     events=("link.steal", "link.takeover-storm", "link.attach"),
     compute=compute,
+    judges=("link.steal", "link.takeover-storm"),
 )
