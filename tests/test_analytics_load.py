@@ -152,3 +152,70 @@ def test_rdds_planned_inside_the_meter_take_the_check_as_their_call_site(spark):
     assert inside == "joynr-sim check"
     assert site() != "joynr-sim check"  # after it, Spark finds the site again
     assert sc.getLocalProperty("callSite.short") is None and sc.getLocalProperty("callSite.long") is None
+
+
+def _hostile_run(tmp_path):
+    """Two runs: overwrites and an exchange, a line of an unknown event, a line that is no
+    JSON and a torn last line that names a message event before it breaks off."""
+    a = overwriting_run("run-a")
+    a.add("runner", "step", 40, index=0, name="x")
+    a.write(tmp_path / "runs", extra_lines={
+        "cc-1": '{"v":1,"ts":99,"seq":9,"run":"run-a","rt":"cc-1","ev":"msg.teleport"}\nnot json\n',
+        "cc-2": '{"v":1,"ts":99,"seq":5,"run":"run-a","rt":"cc-2","ev":"msg.in","msg":"q',
+    })
+    overwriting_run("run-b").write(tmp_path / "runs")
+    return find_runs([str(tmp_path / "runs")])
+
+
+def _kept(loaded):
+    messages = sorted(tuple(r) for r in loaded.messages.collect())
+    others = sorted(json.dumps(r.asDict(recursive=True), sort_keys=True) for r in loaded.events.collect())
+    return messages, others
+
+
+def test_a_small_and_a_large_input_are_read_alike(spark, tmp_path, monkeypatch):
+    """A small input is read once and kept whole; a large one in two scans (the message
+    events, the rest). Both give the same events, counts and run ends, skipped lines
+    included: the torn line that names msg.in is corrupt in both, not lost in one."""
+    import analytics.load as load_module
+
+    runs = _hostile_run(tmp_path)
+    tune(spark)
+    small = load(spark, runs)
+    monkeypatch.setattr(load_module, "SMALL_TRACE_BYTES", 0)
+    with JobMeter(spark) as meter:
+        large = load(spark, runs)
+    assert meter.jobs == 4  # two scans kept, the others counted by name, the unknown names: the large path ran
+    assert small.stats.as_dict() == large.stats.as_dict()
+    assert small.stats.corrupt == 1 and small.stats.torn == 1
+    assert small.stats.unknown_events == {"msg.teleport": 1}
+    assert small.ev_counts == large.ev_counts and small.run_ends == large.run_ends
+    assert _kept(small) == _kept(large)
+    assert "status" not in large.events.columns and "status" not in large.messages.columns
+    small.release()
+    large.release()
+
+
+def test_a_check_with_nothing_to_judge_builds_no_query(spark, tmp_path):
+    """A run of link events only: the message, routing-table, GCD and multicast checks have
+    nothing to judge and are not built; nor is a second phase of a check whose first found
+    nothing. Four jobs: the reading pass (the input is small: kept whole, the messages
+    taken from it, the others counted by name) and the one query of link-uniqueness."""
+    b = RunBuilder("links-only")
+    b.add("cc-1", "link.attach", 1, gbid="g1", client_id="k", conn="c1", mode="establish")
+    b.add("cc-1", "link.detach", 2, gbid="g1", client_id="k", conn="c1", closed=True, error=None)
+    b.write(tmp_path / "runs")
+    tune(spark)
+    outcome = check_runs(spark, find_runs([str(tmp_path / "runs")]), tmp_path)
+    assert outcome.cost.jobs == 4
+    built = {r.name for r in outcome.results if r.seconds}
+    assert built == {"link-uniqueness"}
+    assert all(r.count == 0 for r in outcome.results)
+
+    clean = overwriting_run("answered")  # every request answered: nothing for phase 2 of the message checks
+    clean.write(tmp_path / "clean")
+    outcome = check_runs(spark, find_runs([str(tmp_path / "clean")]), tmp_path)
+    by_name = {r.name: r for r in outcome.results}
+    assert by_name["routing-loop"].seconds == 0 and by_name["lost-message"].seconds == 0
+    assert by_name["overwrite-violation"].count == 1
+    assert outcome.cost.jobs == 5  # reading three, phase 1 one, phase 2 one: lost-message's evidence is not built
