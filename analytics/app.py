@@ -62,7 +62,7 @@ def build_parser(add_help: bool = True) -> argparse.ArgumentParser:
                         help="violations listed and sliced per check; all are counted (default 1000)")
     parser.add_argument("--driver-memory", metavar="SIZE", help="Spark driver memory, e.g. 2g")
     parser.add_argument("--work-dir", type=Path, metavar="DIR",
-                        help="scratch space for the staged events (default: a temporary directory)")
+                        help="scratch space for Spark's log (default: a temporary directory)")
     parser.add_argument("--quiet", action="store_true", help="no table, only errors")
     parser.add_argument("--debug", action="store_true", help="show tracebacks of internal errors")
     return parser

@@ -1,7 +1,8 @@
 """The trace cache: parsed traces as Parquet, keyed by the trace files' paths, sizes and mtimes.
 
 ``$XDG_CACHE_HOME/joynr-sim/traces`` (default ``~/.cache/joynr-sim/traces``) holds one entry
-per set of trace files checked together: ``<key>/events`` (the Parquet stage) and
+per set of trace files checked together: ``<key>/events`` (the kept events as Parquet:
+``messages`` and ``others``, see ``analytics.load``) and
 ``<key>/meta.json`` (what the reading pass counted). A changed, added or removed file
 changes the key, so the traces are read again. An entry is written under a temporary name
 and renamed into place, so a reader never sees half of one. Only folders this module made
@@ -41,7 +42,7 @@ def cache_root() -> Path:
 
 
 def input_key(files: list[Path], layout: str) -> str:
-    """The key of a set of trace files: their paths, sizes and mtimes, and the stage layout."""
+    """The key of a set of trace files: their paths, sizes and mtimes, and the kept layout."""
     parts = []
     for path in sorted(files):
         st = path.stat()

@@ -1,6 +1,6 @@
 """The checks, one module each, in the order the report lists them.
 
-A check is a DataFrame computation over the staged events that returns its violations
+A check is a DataFrame computation over the kept events that returns its violations
 with one row per violation: ``run``, ``key`` (stable: names the violation across runs of
 the checker), ``kind``, ``summary``, ``details`` (JSON text) and ``refs`` (the events, as
 ``(rt, seq)``, that make the minimal trace slice showing it).
