@@ -1,4 +1,4 @@
-"""Reading traces once: Spark's JSON reader with the v1 schema, in two passes that split the events.
+"""Reading traces once: Spark's JSON reader with the v1 schema, the events kept in Spark's memory.
 
 Every non-blank line is classified: ``ok``, ``corrupt`` (not a JSON object, or missing one
 of the fields that place an event: v, ts, seq, run, rt, ev), ``version`` (``v`` other than
@@ -6,17 +6,18 @@ of the fields that place an event: v, ts, seq, run, rt, ev), ``version`` (``v`` 
 others are counted. A ``version`` line makes the whole input unusable: its meaning is
 unknown to this checker, so judging it would be guessing.
 
-The message events (``msg.*``, nine in ten of a run's) and the rest are read apart, each
-kept in Spark's block manager (a local checkpoint) for the check run; nothing is written
-as files unless a trace cache asks for it. The messages pass keeps only the message
-columns and leaves the events partitioned by (run, msg), as every message aggregate of
-the checks groups them; the other pass keeps every column and the skipped lines (without
-their text). Each pass filters by ``ev`` inside Spark's JSON parser, which stops reading a
-line of the other pass's events once its ``ev`` is known. Each counts, as it goes, its lines by status,
-its events per name and the last timestamp of every run. A run's directory comes from
-the ``run`` of its files' first lines (one map lookup per event), or from the file's path
-where two directories hold the same run id. With a trace cache, both frames are written
-to it as Parquet, so checking the same traces again reads Parquet columns, not JSON.
+The message events (``msg.*``, nine in ten of a run's) and the rest are kept apart in
+Spark's block manager (local checkpoints) for the check run; nothing is written as files
+unless a trace cache asks for it. The message events keep only the message columns and
+are left partitioned by (run, msg) and sorted by (run, msg, hops), as every message
+aggregate of the checks groups them; the other events keep every column, and the skipped
+lines their status (without their text). A large input is read in two scans, a small one
+in one (``_passes``). The scans count, as they go, the lines by status, the message events
+per name and the last timestamp of every run; the other events per name are counted from
+their few kept rows. A run's directory comes from the ``run`` of its files' first lines (one
+map lookup per event), or from the file's path where two directories hold the same run
+id. With a trace cache, both frames are written to it as Parquet, so checking the same
+traces again reads Parquet columns, not JSON.
 """
 
 from __future__ import annotations
