@@ -8,16 +8,16 @@ unknown to this checker, so judging it would be guessing.
 
 The message events (``msg.*``, nine in ten of a run's) and the rest are kept apart in
 Spark's block manager (local checkpoints) for the check run; nothing is written as files
-unless a trace cache asks for it. The message events keep only the message columns and
-are left partitioned by (run, msg) and sorted by (run, msg, hops), as every message
-aggregate of the checks groups them; the other events keep every column, and the skipped
-lines their status (without their text). A large input is read in two scans, a small one
-in one (``_passes``). The scans count, as they go, the lines by status, the message events
-per name and the last timestamp of every run; the other events per name are counted from
-their few kept rows. A run's directory comes from the ``run`` of its files' first lines (one
-map lookup per event), or from the file's path where two directories hold the same run
-id. With a trace cache, both frames are written to it as Parquet, so checking the same
-traces again reads Parquet columns, not JSON.
+unless a trace cache asks for it. The message events keep only the message columns, left
+partitioned by (run, msg) and sorted by (run, msg, hops), as every message aggregate of
+the checks groups them; the other events keep every column, and the skipped lines their
+status (without their text). Large files are read in two scans, a small input or many
+small files in one (``_passes``). The scans count the lines by status, the message events
+per name and the last timestamp of every run as they go; the other events per name are
+counted from their few kept rows. A run's directory comes from the ``run`` of its files'
+first lines (one map lookup per event), or from the file's path where two directories
+hold the same run id. With a trace cache, both frames are written to it as Parquet, so
+checking the same traces again reads Parquet columns, not JSON.
 """
 
 from __future__ import annotations
@@ -42,6 +42,9 @@ from .session import SMALL_TRACE_BYTES, is_connect, partition_for
 _MAX_UNKNOWN_NAMES = 1000  # hostile input may name millions of events: list the most frequent
 _MAX_OBSERVED_RUNS = 256  # beyond this, run ends come from a narrow job over the kept frames
 _BYTES_PER_EVENT = 400  # about a trace line's size (the demo library: 376): sizes a pass before it runs
+# Files under this on average are read in one scan (``_passes``): opening them costs more than parsing
+# them. 1M synthetic events, warm: in 5,578 files 29.6 s in two scans, 16.1 s in one; in 30, 6.0 and 6.7 s.
+_ONCE_BELOW_FILE_BYTES = 1 << 20
 
 OTHER_SCHEMA = T.StructType(
     [f for f in TRACE_V1.fields if f.name != "ev"]
@@ -164,15 +167,16 @@ def _json(spark: SparkSession, files: list[str]) -> DataFrame:
 
 
 def _passes(spark: SparkSession, files: list[str], run_dirs: dict[str, list[str]],
-            small: bool) -> tuple[DataFrame, ...]:
+            once: bool) -> tuple[DataFrame, ...]:
     """The reading pass: the message events and the rest, each kept; what it counted.
 
-    Two scans of the files, not one: one scan that kept both (the other events in a struct
-    the messages leave null, all shuffled and sorted together, then the others taken
-    apart) cost the JVM more CPU than two (1M synthetic events, three warm rounds: 9.1-11.6 s
-    against 7.4-8.4 s, load 4-5). A small input is read once and kept whole, and both
-    are taken from that copy: there, opening each file costs more than parsing it (the
-    demo library's 292 files: 1.3-1.5 s a scan on a warm Connect server).
+    Two scans of large files: one scan that kept both (the other events in a struct the
+    messages leave null, all shuffled and sorted together, then the others taken apart)
+    cost the JVM more CPU than two (1M synthetic events, three warm rounds: 9.1-11.6 s
+    against 7.4-8.4 s, load 4-5). A small input, or one of many small files (``once``),
+    is read once and kept whole, and both are taken from that copy: there, opening each
+    file costs more than parsing it (the demo library's 292 files: 1.3-1.5 s a scan on a
+    warm Connect server; see ``_ONCE_BELOW_FILE_BYTES``).
     """
     runs_seen = sorted(run_dirs)
     is_message = F.col("ev").isin(*MSG_EVENTS)
@@ -200,7 +204,7 @@ def _passes(spark: SparkSession, files: list[str], run_dirs: dict[str, list[str]
         )
 
     rest = F.col("ev").isNull() | ~is_message
-    if small:
+    if once:
         whole = observed(parsed(F.lit(True)), MSG_EVENTS).localCheckpoint(eager=True)
         from_messages, others = whole.filter(is_message), whole.filter(rest)
     else:
@@ -210,7 +214,7 @@ def _passes(spark: SparkSession, files: list[str], run_dirs: dict[str, list[str]
         .repartition("run", "msg").sortWithinPartitions(*MESSAGE_ORDER)
         .localCheckpoint(eager=True)
     )
-    if small:
+    if once:
         passes, kept = [(whole, MSG_EVENTS)], [whole, kept_m]
     else:
         others = observed(parsed(rest), ()).localCheckpoint(eager=True)
@@ -276,8 +280,7 @@ def _reading(spark: SparkSession, trace_bytes: int) -> Iterator[None]:
     library's 292 files of 15 KB on average (4.5 MB) counted as 1.2 GB: ten tasks for a
     few thousand lines. A small input (under ``SMALL_TRACE_BYTES``) is charged 8 KB a file:
     two tasks on two cores. Demo library, cold, load 3.5-5 (measured with Spark's classes
-    archived, see ``analytics.classarchive``): the reading pass 13.7 s (twice) -> 10.9 and
-    8.6 s. A larger input keeps the setting it had.
+    archived, see ``analytics.classarchive``): the reading pass 13.7 s (twice) -> 10.9 and 8.6 s.
     """
     settings = {_PUSHDOWN: "false"}
     if trace_bytes < SMALL_TRACE_BYTES:
@@ -296,8 +299,8 @@ def _reading(spark: SparkSession, trace_bytes: int) -> Iterator[None]:
 
 
 def _read_cached(spark: SparkSession, path: Path) -> tuple[DataFrame, DataFrame]:
-    """The kept frames of a cache entry. An explicit schema: Spark infers none, which would
-    cost a job per read. The messages are partitioned again as the checks group them."""
+    """The kept frames of a cache entry, the messages partitioned again as the checks group
+    them. An explicit schema: Spark infers none, which would cost a job per read."""
     messages = (spark.read.schema(MESSAGE_SCHEMA).parquet(str(path / "messages"))
                 .repartition("run", "msg").sortWithinPartitions(*MESSAGE_ORDER).localCheckpoint(eager=True))
     others = spark.read.schema(OTHER_SCHEMA).parquet(str(path / "others"))
@@ -325,8 +328,8 @@ def load(spark: SparkSession, runs: list[Run], cache: TraceCache | None = None) 
         kept = [messages]
     else:
         with _reading(spark, size):
-            kept, messages, others, counts = _passes(spark, [str(p) for p in files], run_dirs,
-                                                     small=size < SMALL_TRACE_BYTES)
+            once = size < SMALL_TRACE_BYTES or size < len(files) * _ONCE_BELOW_FILE_BYTES
+            kept, messages, others, counts = _passes(spark, [str(p) for p in files], run_dirs, once)
         if cache is not None and not counts["version"]:
             with cache.writing(key) as entry:
                 _write_cached(messages, others, entry.events)

@@ -174,8 +174,8 @@ def _kept(loaded):
 
 
 def test_a_small_and_a_large_input_are_read_alike(spark, tmp_path, monkeypatch):
-    """A small input is read once and kept whole; a large one in two scans (the message
-    events, the rest). Both give the same events, counts and run ends, skipped lines
+    """A small input (or many small files) is read once and kept whole; large files in two
+    scans (the message events, the rest). Both give the same events, counts and run ends, skipped lines
     included: the torn line that names msg.in is corrupt in both, not lost in one."""
     import analytics.load as load_module
 
@@ -183,6 +183,7 @@ def test_a_small_and_a_large_input_are_read_alike(spark, tmp_path, monkeypatch):
     tune(spark)
     small = load(spark, runs)
     monkeypatch.setattr(load_module, "SMALL_TRACE_BYTES", 0)
+    monkeypatch.setattr(load_module, "_ONCE_BELOW_FILE_BYTES", 0)
     with JobMeter(spark) as meter:
         large = load(spark, runs)
     assert meter.jobs == 4  # two scans kept, the others counted by name, the unknown names: the large path ran
