@@ -98,6 +98,7 @@ def run(args: argparse.Namespace, console: Console | None = None) -> int:
         return EXIT_UNUSABLE
 
     from .cache import CacheError, TraceCache
+    from .interrupt import noted_sigint
     from .report import print_table, write_outputs
     from .runner import check_runs
     from .session import SMALL_TRACE_BYTES, SparkStartError, connect, connect_address, start
@@ -132,11 +133,17 @@ def run(args: argparse.Namespace, console: Console | None = None) -> int:
             size = trace_bytes([p for run in runs for p in run.trace_files])
             handle = start(args.master, work_dir=scratch, driver_memory=args.driver_memory,
                            short_run=size < SMALL_TRACE_BYTES)
-        outcome = check_runs(
-            handle.spark, runs, scratch, args.checks,
-            storm_steals=args.storm_steals, storm_window_ms=args.storm_window_ms,
-            max_details=args.max_details, cache=cache,
-        )
+        with noted_sigint() as sigints:
+            try:
+                outcome = check_runs(
+                    handle.spark, runs, scratch, args.checks,
+                    storm_steals=args.storm_steals, storm_window_ms=args.storm_window_ms,
+                    max_details=args.max_details, cache=cache,
+                )
+            except Exception:
+                if sigints:  # the Ctrl-C surfaced as the error of the call it cut short
+                    raise KeyboardInterrupt from None
+                raise
         status = EXIT_VIOLATIONS if outcome.violations else EXIT_CLEAN
         try:
             report = write_outputs(out_dir, args.junit, outcome, status)
