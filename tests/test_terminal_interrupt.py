@@ -153,8 +153,7 @@ def test_a_ctrl_c_that_surfaces_as_a_py4j_error_is_still_the_interrupt(tmp_path,
 
     def check_runs(*args, **kwargs):
         try:
-            os.kill(os.getpid(), signal.SIGINT)
-            time.sleep(1)  # the signal is handled here
+            signal.raise_signal(signal.SIGINT)  # handled before the call returns
         except KeyboardInterrupt:
             pass  # swallowed, as a py4j read cut short may leave it
         raise Py4JNetworkError("Answer from Java side is empty")
