@@ -4,6 +4,8 @@ For 100k, 1M and 10M synthetic events (``--quick``: 100k and 1M), two run direct
 in one Spark session warmed up by a small check first:
 - the floor: Spark's JSON reader parses every field the checks read, in the same session,
   and writes nothing (the ``noop`` sink); every ratio below is to the floor of the same size;
+- the bounds: a scan that keeps the message events partitioned by message, one that keeps
+  the other events, and a scan that hash-aggregates per message (``_bounds``), each / floor;
 - the checker (``check_runs``, no trace cache): its wall time, and apart the reading pass
   (the stage-free pass: parse and keep the events in Spark's memory, nothing written) and
   the checks; the JVM's CPU seconds beside the wall time (2 shared cores: CPU time is the
@@ -44,8 +46,12 @@ import tempfile
 import time
 from pathlib import Path
 
+from pyspark.sql import functions as F
+
+from analytics.checks.messages import MESSAGE_COLUMNS, MSG_EVENTS
 from analytics.classarchive import started, writers
 from analytics.inputs import InputError, find_runs
+from analytics.load import release
 from analytics.runner import check_runs
 from analytics.schema import TRACE_V1
 from analytics.session import start, tune
@@ -91,6 +97,42 @@ def _floor(spark, runs, pid: int | None) -> tuple[float, float]:
     cpu, begun = _cpu_s(pid), time.perf_counter()
     spark.read.schema(TRACE_V1).json(files).write.format("noop").mode("overwrite").save()
     return time.perf_counter() - begun, _cpu_s(pid) - cpu
+
+
+def _bounds(spark, runs, floor: float, group: str) -> list[dict]:
+    """What no check run can go below, each as a ratio to the floor: a scan that keeps the
+    message events partitioned by message (the reading pass's shuffle, without its sort), a
+    scan that keeps the other events, and the cheapest per-message pass there is (a scan
+    hash-aggregating numeric columns by message, nothing kept). The first two are the reading
+    pass's parts; a check run that keeps no events must scan again for its details instead."""
+    files = [str(p) for run in runs for p in run.trace_files]
+    is_message = F.col("ev").isin(*MSG_EVENTS)
+
+    def parsed():
+        return spark.read.schema(TRACE_V1).json(files)
+
+    def kept(df) -> None:
+        release(df.localCheckpoint(eager=True))
+
+    def aggregated() -> None:
+        (parsed().filter(is_message).groupBy("run", "msg")
+         .agg(F.count(F.lit(1)), F.max("hops"), F.max("ts"), F.min("seq"), F.max(F.xxhash64("corr")))
+         .write.format("noop").mode("overwrite").save())
+
+    parts = (
+        ("bound: scan, keep the message events by message", lambda: kept(
+            parsed().filter(is_message).select(*MESSAGE_COLUMNS).repartition("run", "msg"))),
+        ("bound: scan, keep the other events", lambda: kept(parsed().filter(~is_message))),
+        ("bound: scan, hash-aggregate per message, keep nothing", aggregated),
+    )
+    rows = []
+    for name, measure in parts:
+        begun = time.perf_counter()
+        measure()
+        took = time.perf_counter() - begun
+        rows.append({"group": group, "name": f"{name} / floor", "value": took / floor, "unit": "ratio",
+                     "seconds": round(took, 2)})
+    return rows
 
 
 def _check(spark, runs, stage: Path, pid: int | None):
@@ -157,7 +199,8 @@ def _size(rows, spark, pid, env, tmp: Path, n: int) -> float:
            **{k: round(v, 2) if isinstance(v, float) else v for k, v in whole.items()}, "load_avg": _load()},
           {"group": group, "name": "checker", "value": events / took, "unit": "events/s", "events": events},
           {"group": group, "name": "Spark jobs", "value": cost.jobs, "unit": "jobs"},
-          {"group": group, "name": "Spark tasks", "value": cost.tasks, "unit": "tasks"})
+          {"group": group, "name": "Spark tasks", "value": cost.tasks, "unit": "tasks"},
+          *_bounds(spark, runs, floor, group))
     for r in outcome.results:
         found = sorted(v.key for v in r.violations)
         exact = found == key["planted"][r.name] and r.count == len(found)
