@@ -193,10 +193,22 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
             check_network(args.network)
             if args.network == MEMORY and (hosts is not None or args.join):
                 raise ValueError("--network memory: every runtime runs in this process (no --hosts, no --join)")
+        if args.ray is not None:
+            if hosts != "ray":
+                raise ValueError("--ray: the Ray cluster places the hosts only with --hosts ray")
+            from .host.ray.ray_hosts import check_address
+
+            check_address(args.ray)
+        if hosts == "ray" and (args.join or args.jobs != 1):
+            raise ValueError("--hosts ray: each run takes every CPU of the Ray cluster (no --join, no --jobs)")
         event_loop_choice()
     except ValueError as exc:
         Console(stderr=True).print(f"[red]joynr-sim run: {escape(str(exc))}[/]", soft_wrap=True, highlight=False)
         return 2
+    ray_problem = _ray_problem(args, hosts)
+    if ray_problem is not None:
+        Console(stderr=True).print(f"[red]joynr-sim run: {escape(ray_problem)}[/]", soft_wrap=True, highlight=False)
+        return 3
     if args.gcd_last_seen_timeout is not None and not 1 <= args.gcd_last_seen_timeout <= MAX_LAST_SEEN_MS:
         Console(stderr=True).print(f"[red]joynr-sim run: --gcd-last-seen-timeout: expected 1 to {MAX_LAST_SEEN_MS} "
                                    f"ms, got {args.gcd_last_seen_timeout}[/]", soft_wrap=True)
@@ -213,12 +225,26 @@ MAX_LAST_SEEN_MS = 31_536_000_000  # a year, as the scenario format's bound
 
 
 def _hosts(text: str | None) -> int | str | None:
-    """--hosts: None (not given), "cores" or a count of host processes."""
-    if text is None or text == "cores":
+    """--hosts: None (not given), "cores", "ray" or a count of host processes."""
+    if text is None or text in ("cores", "ray"):
         return text
     if text.isascii() and text.isdigit() and 1 <= int(text) <= MAX_HOSTS:
         return int(text)
-    raise ValueError(f"--hosts: expected a number from 1 to {MAX_HOSTS} or 'cores', got {text[:40]!r}")
+    raise ValueError(f"--hosts: expected a number from 1 to {MAX_HOSTS}, 'cores' or 'ray', got {text[:40]!r}")
+
+
+def _ray_problem(args: argparse.Namespace, hosts: int | str | None) -> str | None:
+    """--hosts ray: Ray joined (or started on loopback) before anything else starts; why
+    it cannot be, in one line."""
+    if hosts != "ray":
+        return None
+    from .host.ray.ray_hosts import RayUnavailable, connect
+
+    try:
+        connect(args.ray)
+    except RayUnavailable as exc:
+        return str(exc)
+    return None
 
 
 def cmd_report(args: argparse.Namespace, console: Console) -> int:
@@ -315,9 +341,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--join-hosts", type=int, default=1, metavar="N", help="with --join: wait for N hosts (default 1)")
     p.add_argument("--join-timeout", type=float, default=60.0, metavar="S",
                    help="with --join: how long to wait for them, in seconds (default 60)")
-    p.add_argument("--hosts", metavar="N|cores", help="runtimes in N host processes (a cluster controller and its "
-                   "libjoynr runtimes share one), cores: one per core (default: one process per runtime; "
-                   "for a fleet scenario: cores)")
+    p.add_argument("--hosts", metavar="N|cores|ray", help="runtimes in N host processes (a cluster controller and "
+                   "its libjoynr runtimes share one), cores: one per core, ray: one per CPU of a Ray cluster, as "
+                   "Ray actors (default: one process per runtime; for a fleet scenario: cores)")
+    p.add_argument("--ray", metavar="ADDRESS", help="with --hosts ray: the Ray cluster's head, HOST:PORT (default: a "
+                   "Ray instance of this command's own, on loopback)")
     p.set_defaults(func=cmd_run)
     from analytics.app import build_parser as check_parser
 

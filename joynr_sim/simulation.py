@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import os
 from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
@@ -48,9 +47,10 @@ from .core.links import LinkRegistry
 from .core.variants import variant_of
 from .faults import TRACE_RUNTIME_ID, Faults, ProxiedBrokers
 from .host.join.joined_hosts import JOIN_TIMEOUT_S, JoinedHosts
+from .host.placement import host_pool
 from .host.process.groups import HostGroup
-from .host.process.pool import HostPool
-from .host.rpc.handles import RemoteRuntime
+from .host.ray.ray_hosts import RayHosts
+from .host.rpc.handles import RemoteRuntime, host_lost
 from .host.rpc.kinds import RemoteClusterController, RemoteLibjoynr
 from .network import MEMORY, choose_network, memory_processes, virtual_clock
 from .network.memory import MemoryBrokers, MemoryNetwork
@@ -85,11 +85,14 @@ class Simulation:
         join: str | None = None,
         join_hosts: int = 1,
         join_timeout_s: float = JOIN_TIMEOUT_S,
+        ray_address: str | None = None,
     ) -> None:
         """hosts: with processes, place the runtimes in this many host processes (a cluster
         controller in the next one in turn, its libjoynr runtimes with it; see
-        ``joynr_sim.host.process.groups``), ``"cores"`` for one per core; None, the default: one
-        process per runtime.
+        ``joynr_sim.host.process.groups``), ``"cores"`` for one per core, ``"ray"`` for one per
+        CPU of a Ray cluster, placed there (``joynr_sim.host.ray``; ``ray_address``: its head's
+        host:port, None: a Ray instance of this process's own on loopback); None, the default:
+        one process per runtime.
 
         join: the run name hosts on other machines joined (``joynr-sim host --join``); start
         waits for ``join_hosts`` of them and the runtimes' processes start there
@@ -128,22 +131,13 @@ class Simulation:
         if not isinstance(processes, bool):
             raise ValueError(f"processes: expected true or false, got {processes!r}")
         self.processes = processes
-        if hosts == "cores":
-            hosts = os.cpu_count() or 1
-        if hosts is not None and (type(hosts) is not int or hosts < 1):
-            raise ValueError(f"hosts: expected a whole number from 1 or 'cores', got {hosts!r}")
-        if hosts is not None and not processes:
-            raise ValueError("hosts: runtimes are placed in host processes only with processes=True")
+        self._hosts, hosts = host_pool(
+            hosts, processes=processes, run_dir=self.run_dir, failures=self.write_failures, join=join,
+            join_hosts=join_hosts, join_timeout_s=join_timeout_s, faults=faults, brokers=self.brokers,
+            gbid=self.gbids[0], ray_address=ray_address)
+        if isinstance(self._hosts, RayHosts):  # a host Ray saw die: its runtimes crashed with it
+            self._hosts.on_lost = lambda process: host_lost(process, self.runtimes.values())
         self.hosts = hosts
-        # Host processes started ahead: a runtime's start need not wait for Python to start.
-        self._hosts: HostPool | JoinedHosts | None = (
-            HostPool(self.run_dir / "log", failures=self.write_failures) if processes else None)
-        if join is not None:
-            if not processes or faults or self.brokers.kind != "external":
-                raise ValueError("join: hosts on other machines need processes=True, faults=False (the fault "
-                                 "proxies are on this machine) and external brokers (gbid1=mqtt://host:port)")
-            self._hosts = JoinedHosts(join, join_hosts, self.brokers, self.gbids[0], self.run_dir,
-                                      join_timeout_s, failures=self.write_failures)
         self._groups = [HostGroup(f"host-{i + 1}", self._hosts) for i in range(hosts or 0)] if self._hosts else []
         self._group_of: dict[str, HostGroup] = {}  # cluster controller runtime id -> its group
         self.runtimes: dict[str, Runtime | RemoteRuntime] = {}

@@ -204,16 +204,16 @@ def test_hosts_default_to_cores_with_at_most_80_controllers_each(monkeypatch: py
 
 @pytest.mark.parametrize("value", ["0", "-1", "x", "1025", " 2", "２", "1.5"])
 def test_a_bad_hosts_value_is_refused(value: str) -> None:
-    with pytest.raises(ValueError, match=r"--hosts: expected a number from 1 to 1024 or 'cores'"):
+    with pytest.raises(ValueError, match=r"--hosts: expected a number from 1 to 1024, 'cores' or 'ray'"):
         _hosts(value)
-    assert (_hosts(None), _hosts("cores"), _hosts("1"), _hosts("1024")) == (None, "cores", 1, 1024)
+    assert [_hosts(v) for v in (None, "cores", "ray", "1", "1024")] == [None, "cores", "ray", 1, 1024]
 
 
 def test_run_exits_2_on_a_bad_hosts_value(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-m", "joynr_sim.cli", "run", str(FLEET), "--hosts=0",
                            "--out", str(tmp_path / "runs")], capture_output=True, text=True, timeout=60)
     assert done.returncode == 2, done
-    assert done.stderr == "joynr-sim run: --hosts: expected a number from 1 to 1024 or 'cores', got '0'\n"
+    assert done.stderr == "joynr-sim run: --hosts: expected a number from 1 to 1024, 'cores' or 'ray', got '0'\n"
     assert not (tmp_path / "runs").exists()
 
 

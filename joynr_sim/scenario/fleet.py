@@ -91,13 +91,21 @@ Progress = Callable[[str], None]
 __all__ = ["MAX_OPS_PER_S", "FleetRunner", "StrayCancellation", "WaveError", "fleet_hosts", "wave_steps", "windows"]
 
 
-def fleet_hosts(fleet: Fleet, hosts: int | str | None) -> int:
+def fleet_hosts(fleet: Fleet, hosts: int | str | None) -> int | str:
     """Host processes for a fleet: as asked; by default (or ``cores``) one per core, but
-    at most ``CCS_PER_HOST`` cluster controllers in one (duplicates included)."""
+    at most ``CCS_PER_HOST`` cluster controllers in one (duplicates included). On Ray
+    (``ray``), one per CPU of the cluster: one with fewer CPUs than the fleet needs hosts is
+    refused (``RayUnavailable``) before anything starts."""
     if isinstance(hosts, int):
         return hosts
     ccs = fleet.cluster_controllers + max((w.duplicate_cc_ids or 0 for w in fleet.waves), default=0)
-    return max(os.cpu_count() or 1, math.ceil(ccs / CCS_PER_HOST))
+    needed = math.ceil(ccs / CCS_PER_HOST)
+    if hosts == "ray":
+        from ..host.ray.ray_hosts import connect, enough
+
+        enough(connect(), needed, f"a fleet of {ccs} cluster controllers, at most {CCS_PER_HOST} in a host,")
+        return hosts
+    return max(os.cpu_count() or 1, needed)
 
 
 def wave_steps(fleet: Fleet) -> list[tuple[str, str, int]]:

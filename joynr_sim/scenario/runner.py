@@ -41,6 +41,7 @@ from brokers.promises import declared
 
 from ..core.ids import ids_seeded, seeded_ids
 from ..core.variants import parse_rule_set, rule_set
+from ..host.ray.ray_hosts import RayUnavailable
 from ..network import MEMORY, check_network, virtual_loop
 from ..network.virtual_loop import on_virtual_time
 from ..simulation import Simulation
@@ -126,7 +127,7 @@ def _iso(epoch_s: float) -> str:
 
 def _is_environment(exc: BaseException) -> bool:
     """What the machine or network did, not a fault of joynr-sim: no traceback needed."""
-    if isinstance(exc, (OSError, BrokerError, BrokerSpecError, MosquittoNotFound)):
+    if isinstance(exc, (OSError, BrokerError, BrokerSpecError, MosquittoNotFound, RayUnavailable)):
         return True
     psycopg = sys.modules.get("psycopg")  # loaded only when a PostgreSQL store was asked for
     return psycopg is not None and isinstance(exc, psycopg.Error)

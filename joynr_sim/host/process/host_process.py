@@ -20,6 +20,7 @@ import os
 import signal
 import socket
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +66,10 @@ class HostProcess(HostHandle):
         self._broken: BaseException | None = None
         self.failures: Failures | None = None  # the run's, told of a write failure the host reports
         self.write_failure: WriteFailure | None = None  # the first the host reported
+        # Told when the host's control channel ends without the runner ending it (a host that
+        # died on its own, or with the node it ran on); None: nobody is.
+        self.on_lost: Callable[[HostProcess], None] | None = None
+        self._ending = False  # the runner asked it to exit, or killed it
 
     def _heard(self, message: dict[str, Any]) -> None:
         """Keep and pass on the write failure an answer carries."""
@@ -93,6 +98,25 @@ class HostProcess(HostHandle):
 
     async def spawn(self) -> int:
         """Start the process and greet it; its pid."""
+        control, query = await self._start_child()
+        query.settimeout(ops.QUERY_TIMEOUT_S)
+        self._query = query
+        reader, self._writer = await asyncio.open_connection(sock=control, limit=2**16)
+        self._reader = asyncio.get_running_loop().create_task(self._read_answers(reader))
+        try:
+            hello = await self.hello()
+            if hello["pid"] != self.pid:
+                raise ProtocolError(f"hello: expected this process's pid {self.pid}, got {hello!r}")
+            if hello["event_loop"] != self.event_loop:
+                raise ProtocolError(f"hello: expected a host on {self.event_loop}, got {hello!r}")
+        except BaseException:
+            await self.kill()
+            raise
+        return self.pid
+
+    async def _start_child(self) -> tuple[socket.socket, socket.socket]:
+        """Start the host on this machine (``_child``, ``pid``, ``log_path``): the runner's
+        ends of its control and query channels."""
         control, control_child = socket.socketpair()
         query, query_child = socket.socketpair()
         self.log_dir.mkdir(parents=True, exist_ok=True)
@@ -125,20 +149,7 @@ class HostProcess(HostHandle):
         self.log_path = self.log_dir / f"host-{self.pid}.log"
         if starting.exists():
             os.replace(starting, self.log_path)
-        query.settimeout(ops.QUERY_TIMEOUT_S)
-        self._query = query
-        reader, self._writer = await asyncio.open_connection(sock=control, limit=2**16)
-        self._reader = asyncio.get_running_loop().create_task(self._read_answers(reader))
-        try:
-            hello = await self.hello()
-            if hello["pid"] != self.pid:
-                raise ProtocolError(f"hello: expected this process's pid {self.pid}, got {hello!r}")
-            if hello["event_loop"] != self.event_loop:
-                raise ProtocolError(f"hello: expected a host on {self.event_loop}, got {hello!r}")
-        except BaseException:
-            await self.kill()
-            raise
-        return self.pid
+        return control, query
 
     # -- the control channel ----------------------------------------------------------
     async def exchange(self, op: str, args: dict[str, Any],
@@ -190,6 +201,8 @@ class HostProcess(HostHandle):
         for future in self._pending.values():
             if not future.done():
                 future.set_exception(problem)
+        if not self._ending and self.on_lost is not None:
+            self.on_lost(self)
 
     # -- the query channel ------------------------------------------------------------
     def query_exchange(self, op: str, args: dict[str, Any]) -> tuple[bool, Any]:
@@ -233,6 +246,7 @@ class HostProcess(HostHandle):
 
     # -- the end ----------------------------------------------------------------------
     def _signal(self, sig: int) -> None:
+        self._ending = True
         if self.alive and self.pid is not None:
             try:
                 os.kill(self.pid, sig)
@@ -247,6 +261,7 @@ class HostProcess(HostHandle):
 
     async def close(self) -> None:
         """Ask the host to exit (it stops its runtimes); kill it if it does not in time."""
+        self._ending = True
         if self.alive:
             try:
                 await self.exit()

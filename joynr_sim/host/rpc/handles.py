@@ -17,7 +17,7 @@ there; an implementation of one's own needs the runtime in the runner's process
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -40,6 +40,20 @@ from .wire import WireEntry
 
 if TYPE_CHECKING:
     from ..join.joined_hosts import JoinedHosts
+
+
+def host_lost(process: HostHandle, runtimes: Iterable[object]) -> None:
+    """A host process that ended without the runner ending it (Ray saw it die): every
+    runtime it held is traced ``life.crash`` with its pid, as a crash the runner caused would
+    be, and stays down until it is started again (in a new process of its group)."""
+    held = [r for r in runtimes if isinstance(r, RemoteRuntime) and r.process is process]
+    dead = {id(r): r for r in held}
+    for runtime in held:
+        if runtime.group is not None:
+            dead.update((id(r), r) for r in runtime.group.killed(process))
+    for runtime in dead.values():
+        if runtime.process is process:
+            runtime._died(process.pid)
 
 
 class RemoteRuntime:

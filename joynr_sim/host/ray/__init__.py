@@ -1,0 +1,1 @@
+"""Host processes placed, started and watched by Ray (``Simulation(hosts="ray")``)."""
