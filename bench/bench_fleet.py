@@ -188,17 +188,24 @@ def paho_capacity(sim: Simulation, processes: int, seconds: float) -> float:
     return sum(rates)
 
 
-async def _fleet(ccs: int, apps: int, calls_per_consumer: int, saves: int) -> dict[str, Any]:
+async def _fleet(ccs: int, apps: int, calls_per_consumer: int, saves: int, *, hosts: int | str | None = None,
+                 ray_address: str | None = None, extras: bool = True,
+                 after: Any = None) -> dict[str, Any]:
+    """hosts: None, one host per core; or as ``Simulation`` takes it (``ray`` at
+    ``ray_address``). extras: the profile and the paho baseline. after: awaited with the
+    simulation and the (consumer, proxy) pairs once the load was measured; its result is
+    the result's ``after``."""
     # One host per core (Simulation(hosts="cores")), but at most CCS_PER_HOST cluster
     # controllers in one: the size measured so far. (It was a hard limit while paho ran a
     # select() thread per connection, which cannot watch a socket numbered above 1024;
     # paho now runs on the host's loop.)
-    hosts = max(os.cpu_count() or 1, -(-ccs // CCS_PER_HOST))
+    if hosts is None:
+        hosts = max(os.cpu_count() or 1, -(-ccs // CCS_PER_HOST))
     per_cc = apps // ccs
     with tempfile.TemporaryDirectory() as tmp:
         started = time.perf_counter()
         async with Simulation(Path(tmp), gbids=["gbid1"], broker="mosquitto", faults=False, hosts=hosts,
-                              broker_autosave=saves) as sim:
+                              broker_autosave=saves, ray_address=ray_address) as sim:
             # Every controller's login at once: on Mosquitto a control request per 100
             # logins, not one per controller as each starts.
             await asyncio.to_thread(sim.brokers.admit, [f"cc{k}" for k in range(ccs)])
@@ -240,16 +247,19 @@ async def _fleet(ccs: int, apps: int, calls_per_consumer: int, saves: int) -> di
             wall = time.perf_counter() - t0
             cpu = sum(_cpu_seconds(pid) for pid in pids) + time.process_time() - cpu0
             broker_cpu = (_cpu_seconds(broker_pid) if broker_pid else 0.0) - broker0
-            profile = await _profile(sim, pairs, max(2, calls_per_consumer // 4))
+            profile = await _profile(sim, pairs, max(2, calls_per_consumer // 4)) if extras else None
             peak_mb = sum(peak_mib(pid) for pid in pids)
             runner_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-            paho_rate = await asyncio.to_thread(paho_capacity, sim, hosts, min(max(wall, 3.0), 20.0))
+            paho_rate = (await asyncio.to_thread(paho_capacity, sim, sim.hosts, min(max(wall, 3.0), 20.0))
+                         if extras else None)
+            afterwards = await after(sim, pairs) if after is not None else None
     ok = sum(r["ok"] for r in results)
     failed: dict[str, int] = {}
     for r in results:
         for name, n in r["failed"].items():
             failed[name] = failed.get(name, 0) + n
-    return {"hosts": hosts, "processes": len(pids), "calls": len(pairs) * calls_per_consumer, "ok": ok,
+    return {"hosts": sim.hosts, "processes": len(pids), "after": afterwards,
+            "calls": len(pairs) * calls_per_consumer, "ok": ok,
             "failed": failed, "wall": wall, "cpu": cpu, "broker_cpu": broker_cpu, "startup": startup_s,
             "peak_mb": peak_mb, "runner_mb": runner_mb, "paho_rate": paho_rate, "profile": profile}
 
