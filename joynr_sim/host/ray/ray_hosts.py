@@ -65,7 +65,11 @@ def connect(address: str | None = None) -> int:
     if not ray.is_initialized():
         if address is not None:
             _probe(address)
-            ray.init(address=address, log_to_driver=False, logging_level=logging.ERROR)
+            try:
+                ray.init(address=address, log_to_driver=False, logging_level=logging.ERROR)
+            except Exception as exc:  # e.g. a cluster with token authentication, and no token here
+                first = next((line.strip() for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
+                raise RayUnavailable(f"--ray {address}: Ray did not connect: {first[:300]}") from None
         else:
             # "local": a new instance, even where another one on this machine would be found
             ray.init(address="local", num_cpus=os.cpu_count() or 1, include_dashboard=False, log_to_driver=False,
