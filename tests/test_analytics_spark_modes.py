@@ -112,11 +112,17 @@ def test_checks_on_a_standalone_master_and_worker(tmp_path):
         _check_both(env, tmp_path, "--master", f"spark://127.0.0.1:{port}")
     finally:
         for proc in (worker, master):
-            if proc is not None:
-                proc.terminate()
-                try:
-                    proc.wait(timeout=30)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait()
+            _stop(proc)
         log.close()
+
+
+def _stop(proc: subprocess.Popen | None) -> None:
+    """A Spark daemon ended: asked first, killed after 30 s."""
+    if proc is None or proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()

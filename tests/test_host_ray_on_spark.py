@@ -14,24 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from test_analytics_spark_modes import _env, _free_port, _joynr, _wait_for_port
+from test_analytics_spark_modes import _env, _free_port, _joynr, _stop, _wait_for_port
 
 pytest.importorskip("ray", reason="Ray is installed by make setup (the ray extra)")
 
 ROOT = Path(__file__).resolve().parent.parent
 SMALL_FLEET = ROOT / "scenarios" / "fleet" / "restart-wave-small.yaml"
 SETUP_TIMEOUT_S = 300  # Ray's nodes in Spark tasks took 86 s on two loaded cores
-
-
-def _stop(proc: subprocess.Popen | None) -> None:
-    if proc is None or proc.poll() is not None:
-        return
-    proc.terminate()
-    try:
-        proc.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
 
 
 def _address(ray: subprocess.Popen) -> str:
