@@ -37,6 +37,7 @@ from .core.variants import RULE_SET_NAMES, VARIANTS
 from .explore.console import add_parser as add_explore_parser
 from .host.join.console import add_parser as add_host_parser
 from .host.process.event_loop import event_loop_choice
+from .host.ray.ray_hosts import check_options, joined
 from .network import MEMORY, NETWORKS, check_network
 
 _CELL = {"replaced": "[green]replace[/]", "refused": "[red]refuse[/]", "merged": "merge"}
@@ -193,19 +194,12 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
             check_network(args.network)
             if args.network == MEMORY and (hosts is not None or args.join):
                 raise ValueError("--network memory: every runtime runs in this process (no --hosts, no --join)")
-        if args.ray is not None:
-            if hosts != "ray":
-                raise ValueError("--ray: the Ray cluster places the hosts only with --hosts ray")
-            from .host.ray.ray_hosts import check_address
-
-            check_address(args.ray)
-        if hosts == "ray" and (args.join or args.jobs != 1):
-            raise ValueError("--hosts ray: each run takes every CPU of the Ray cluster (no --join, no --jobs)")
+        check_options(hosts, args.ray, args.join, args.jobs)
         event_loop_choice()
     except ValueError as exc:
         Console(stderr=True).print(f"[red]joynr-sim run: {escape(str(exc))}[/]", soft_wrap=True, highlight=False)
         return 2
-    ray_problem = _ray_problem(args, hosts)
+    ray_problem = joined(args.ray) if hosts == "ray" else None
     if ray_problem is not None:
         Console(stderr=True).print(f"[red]joynr-sim run: {escape(ray_problem)}[/]", soft_wrap=True, highlight=False)
         return 3
@@ -231,20 +225,6 @@ def _hosts(text: str | None) -> int | str | None:
     if text.isascii() and text.isdigit() and 1 <= int(text) <= MAX_HOSTS:
         return int(text)
     raise ValueError(f"--hosts: expected a number from 1 to {MAX_HOSTS}, 'cores' or 'ray', got {text[:40]!r}")
-
-
-def _ray_problem(args: argparse.Namespace, hosts: int | str | None) -> str | None:
-    """--hosts ray: Ray joined (or started on loopback) before anything else starts; why
-    it cannot be, in one line."""
-    if hosts != "ray":
-        return None
-    from .host.ray.ray_hosts import RayUnavailable, connect
-
-    try:
-        connect(args.ray)
-    except RayUnavailable as exc:
-        return str(exc)
-    return None
 
 
 def cmd_report(args: argparse.Namespace, console: Console) -> int:

@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -21,6 +23,23 @@ pytest.importorskip("ray", reason="Ray is installed by make setup (the ray extra
 ROOT = Path(__file__).resolve().parent.parent
 SMALL_FLEET = ROOT / "scenarios" / "fleet" / "restart-wave-small.yaml"
 SETUP_TIMEOUT_S = 300  # Ray's nodes in Spark tasks took 86 s on two loaded cores
+
+
+def _wait_for_workers(ui: int, n: int, master: subprocess.Popen, timeout_s: float = 120.0) -> None:
+    """Until the master's status page lists ``n`` alive workers."""
+    deadline = time.monotonic() + timeout_s
+    alive = None
+    while time.monotonic() < deadline:
+        assert master.poll() is None, "the master exited"
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{ui}/json/", timeout=2) as page:
+                alive = json.load(page).get("aliveworkers")
+        except OSError:
+            pass
+        if alive == n:
+            return
+        time.sleep(0.25)
+    raise AssertionError(f"{alive} of {n} Spark workers registered after {timeout_s:g} s")
 
 
 def _address(ray: subprocess.Popen) -> str:
@@ -47,15 +66,17 @@ def test_a_fleet_on_ray_inside_the_spark_cluster_then_checked_on_that_cluster(tm
     procs: list[subprocess.Popen] = []
     ray = None
     try:
+        ui = _free_port()
         procs.append(subprocess.Popen(
             [str(spark_class), "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(port),
-             "--webui-port", str(_free_port())], env=env, stdout=log, stderr=log))
+             "--webui-port", str(ui)], env=env, stdout=log, stderr=log))
         _wait_for_port(port, procs[0])
         for i in range(2):
             procs.append(subprocess.Popen(
                 [str(spark_class), "org.apache.spark.deploy.worker.Worker", master_url, "--host", "127.0.0.1",
                  "--cores", "2", "--memory", "2g", "--webui-port", str(_free_port()),
                  "--work-dir", str(tmp_path / f"work-{i}")], env=env, stdout=log, stderr=log))
+        _wait_for_workers(ui, 2, procs[0])  # Ray on Spark sizes itself by the workers registered
         ray = subprocess.Popen([sys.executable, str(ROOT / "tests" / "ray_on_spark.py"), master_url, "2"],
                                env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True)
         address = _address(ray)

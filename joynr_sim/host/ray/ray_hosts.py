@@ -86,6 +86,26 @@ def check_address(address: str) -> tuple[str, int]:
     return host, int(port)
 
 
+def check_options(hosts: object, address: str | None, join: object, jobs: int) -> None:
+    """``run``'s Ray options, before anything starts (ValueError: a bad option)."""
+    if address is not None:
+        if hosts != "ray":
+            raise ValueError("--ray: the Ray cluster places the hosts only with --hosts ray")
+        check_address(address)
+    if hosts == "ray" and (join or jobs != 1):
+        raise ValueError("--hosts ray: each run takes every CPU of the Ray cluster (no --join, no --jobs)")
+
+
+def joined(address: str | None) -> str | None:
+    """Ray joined at ``address`` (or started on loopback) before anything else starts: None,
+    or why it cannot be, in one line."""
+    try:
+        connect(address)
+    except RayUnavailable as exc:
+        return str(exc)
+    return None
+
+
 def _probe(address: str) -> None:
     try:
         host, port = check_address(address)
