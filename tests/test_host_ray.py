@@ -195,7 +195,7 @@ def test_ctrl_c_during_a_fleet_on_ray_ends_it_with_130_and_leaves_no_actor_host_
     finally:
         if run.poll() is None:
             os.killpg(run.pid, signal.SIGKILL)
-    assert run.returncode == 130, err
+    assert run.returncode == 130, out[-3000:] + err
     assert err.strip().splitlines()[-1] == "joynr-sim run: interrupted"
     deadline = time.monotonic() + 30
     while _ours() - before and time.monotonic() < deadline:

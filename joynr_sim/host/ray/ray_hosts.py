@@ -17,12 +17,16 @@ else to a local instance started here on loopback, which ends with this process.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
 import logging
 import os
 import secrets
+import signal
 import socket
 import sys
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +54,13 @@ def _ray() -> Any:
     return ray
 
 
+@functools.cache
+def _actor_class() -> Any:
+    """``HostActor`` as a Ray actor class, made once: each ``ray.remote`` of the class
+    would export its definition to the cluster again."""
+    return _ray().remote(HostActor)
+
+
 def connect(address: str | None = None) -> int:
     """Join the Ray cluster at ``address`` (host:port of its head; None: ``RAY_ADDRESS``, as
     Ray reads it), or start one on loopback when there is none and none is joined yet: the
@@ -71,10 +82,29 @@ def connect(address: str | None = None) -> int:
                 first = next((line.strip() for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
                 raise RayUnavailable(f"--ray {address}: Ray did not connect: {first[:300]}") from None
         else:
-            # "local": a new instance, even where another one on this machine would be found
-            ray.init(address="local", num_cpus=os.cpu_count() or 1, include_dashboard=False, log_to_driver=False,
-                     logging_level=logging.ERROR)
+            # Its processes ignore SIGINT, which they inherit: a Ctrl-C at the terminal reaches
+            # the whole process group, and a Ray that died of it first took every host with
+            # it, so the run failed its step (HostGone) instead of ending as interrupted. The
+            # runner ends the actors itself and Ray ends with this process.
+            with _sigint_ignored():
+                # "local": a new instance, even where another one on this machine would be found
+                ray.init(address="local", num_cpus=os.cpu_count() or 1, include_dashboard=False,
+                         log_to_driver=False, logging_level=logging.ERROR)
     return int(ray.cluster_resources().get("CPU", 0))
+
+
+@contextlib.contextmanager
+def _sigint_ignored() -> Iterator[None]:
+    """SIGINT ignored in this process meanwhile (in the main thread only: elsewhere
+    Python cannot change a handler, and nothing then reaches this process's handler)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, before)
 
 
 def check_address(address: str) -> tuple[str, int]:
@@ -163,7 +193,7 @@ class RayHosts:
         group = await self._placement_group()
         from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-        actor = _ray().remote(HostActor).options(
+        actor = _actor_class().options(
             num_cpus=1, max_concurrency=4,
             scheduling_strategy=PlacementGroupSchedulingStrategy(group, placement_group_bundle_index=bundle),
         ).remote()
