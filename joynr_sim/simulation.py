@@ -49,6 +49,7 @@ from .faults import TRACE_RUNTIME_ID, Faults, ProxiedBrokers
 from .host.join.joined_hosts import JOIN_TIMEOUT_S, JoinedHosts
 from .host.placement import host_pool
 from .host.process.groups import HostGroup
+from .host.process.pool import HostPool
 from .host.ray.ray_hosts import RayHosts
 from .host.rpc.handles import RemoteRuntime, host_lost
 from .host.rpc.kinds import RemoteClusterController, RemoteLibjoynr
@@ -135,7 +136,7 @@ class Simulation:
             hosts, processes=processes, run_dir=self.run_dir, failures=self.write_failures, join=join,
             join_hosts=join_hosts, join_timeout_s=join_timeout_s, faults=faults, brokers=self.brokers,
             gbid=self.gbids[0], ray_address=ray_address)
-        if isinstance(self._hosts, RayHosts):  # a host Ray saw die: its runtimes crashed with it
+        if isinstance(self._hosts, (HostPool, RayHosts)):  # a host that died: its runtimes crashed with it
             self._hosts.on_lost = lambda process: host_lost(process, self.runtimes.values())
         self.hosts = hosts
         self._groups = [HostGroup(f"host-{i + 1}", self._hosts) for i in range(hosts or 0)] if self._hosts else []

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 from types import SimpleNamespace
 
 import pytest
 
-from e2e_helpers import events, process_exists
+from e2e_helpers import events, process_exists, until
 from joynr_sim.clock import SimClock
 from joynr_sim.host.rpc import ops
 from joynr_sim.host.rpc.dispatch import Host
@@ -67,6 +68,27 @@ async def test_a_cc_and_its_apps_share_a_host_which_a_crash_kills_with_all_in_it
         assert not process_exists(shared)
         pids = {cc1.pid}
     assert not [pid for pid in pids if process_exists(pid)]
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("hosts", [2, None], ids=["grouped", "a-process-each"])
+async def test_a_host_killed_from_outside_is_traced_as_the_crash_of_every_runtime_in_it(tmp_path, hosts):
+    # Not the runner's crash: the kernel's SIGKILL (an OOM kill, say). The runner sees the
+    # host's channel end and traces each runtime it held, as its own crash would.
+    async with Simulation(tmp_path, gbids=["gbid1"], hosts=hosts, faults=False) as sim:
+        cc1 = await sim.cluster_controller("cc1")
+        cc2 = await sim.cluster_controller("cc2")
+        app1 = await sim.libjoynr("app1", cc1)
+        killed = app1.pid
+        os.kill(killed, signal.SIGKILL)
+        await until(lambda: not app1.running)
+        held = {"cc1", "app1"} if hosts else {"app1"}
+        assert {e["rt"]: e["pid"] for e in events(tmp_path, "life.crash")} == dict.fromkeys(held, killed)
+        assert cc2.running and cc1.running == ("cc1" not in held)
+        if "cc1" in held:
+            await cc1.restart()
+        await app1.restart()
+        assert app1.running and app1.pid != killed
 
 
 @pytest.mark.e2e

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+from collections.abc import Callable
 from pathlib import Path
 
 from ...write_failure import Failures
@@ -23,6 +24,9 @@ class HostPool:
         self.log_dir = log_dir
         self.spares = spares
         self.failures = failures
+        # Told of a host taken from here that ended without the runner ending it (killed by the
+        # kernel, say): its runtimes are then traced crashed (``rpc.handles.host_lost``).
+        self.on_lost: Callable[[HostProcess], None] | None = None
         self._ready: list[asyncio.Task[HostProcess]] = []
         self._seq = itertools.count(1)
 
@@ -44,6 +48,7 @@ class HostPool:
         self.fill()
         host = await task
         host.name = name
+        host.on_lost = self.on_lost
         return host
 
     async def close(self) -> None:

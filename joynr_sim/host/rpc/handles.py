@@ -43,7 +43,8 @@ if TYPE_CHECKING:
 
 
 def host_lost(process: HostHandle, runtimes: Iterable[object]) -> None:
-    """A host process that ended without the runner ending it (Ray saw it die): every
+    """A host process that ended without the runner ending it (the kernel killed it, or
+    Ray saw it die with its actor): every
     runtime it held is traced ``life.crash`` with its pid, as a crash the runner caused would
     be, and stays down until it is started again (in a new process of its group)."""
     held = [r for r in runtimes if isinstance(r, RemoteRuntime) and r.process is process]
