@@ -387,7 +387,9 @@ class Simulation:
             self._watching = False
             unwatch(self.run_dir)
         if errors:
-            first = errors[0]
-            for other in errors[1:]:
+            # A cancellation (Ctrl-C) is raised before any error that came first: raised as a
+            # note of another, the run would end as failed, not as interrupted.
+            first = next((e for e in errors if not isinstance(e, Exception)), errors[0])
+            for other in (e for e in errors if e is not first):
                 first.add_note(f"also while closing the simulation: {type(other).__name__}: {other}")
             raise first

@@ -171,6 +171,21 @@ class StopFails:
         self.closed = True
 
 
+async def test_a_cancellation_while_closing_is_raised_over_an_error_that_came_before_it(tmp_path: Path) -> None:
+    # Ctrl-C while closing after a runtime failed to stop: the run was interrupted, and its
+    # runner must see the cancellation, not the stop's error with the cancellation as a note.
+    sim = Simulation(tmp_path / "run", gbids=["gbid1"], processes=False)
+    sim.runtimes["broken-lib"] = StopFails("broken-lib", "libjoynr", RuntimeError("stop failed on purpose"))
+
+    async def interrupted() -> None:
+        raise asyncio.CancelledError
+
+    sim.brokers.stop = interrupted
+    with pytest.raises(asyncio.CancelledError) as err:
+        await sim.close()
+    assert any("RuntimeError: stop failed on purpose" in note for note in err.value.__notes__)
+
+
 @pytest.mark.e2e
 async def test_close_stops_everything_even_when_runtimes_fail_to_stop(tmp_path: Path) -> None:
     sim = Simulation(tmp_path / "run", gbids=["gbid1", "gbid2"])
