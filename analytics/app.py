@@ -98,7 +98,7 @@ def run(args: argparse.Namespace, console: Console | None = None) -> int:
         return EXIT_UNUSABLE
 
     from .cache import CacheError, TraceCache
-    from .interrupt import noted_sigint
+    from .interrupt import held_sigint, noted_sigint
     from .report import print_table, write_outputs
     from .runner import check_runs
     from .session import SMALL_TRACE_BYTES, SparkStartError, connect, connect_address, start
@@ -131,8 +131,11 @@ def run(args: argparse.Namespace, console: Console | None = None) -> int:
             handle = connect(args.connect)
         else:
             size = trace_bytes([p for run in runs for p in run.trace_files])
-            handle = start(args.master, work_dir=scratch, driver_memory=args.driver_memory,
-                           short_run=size < SMALL_TRACE_BYTES)
+            with held_sigint() as came:  # a Ctrl-C as start returns: the handle is kept, then it is raised
+                handle = start(args.master, work_dir=scratch, driver_memory=args.driver_memory,
+                               short_run=size < SMALL_TRACE_BYTES)
+            if came:
+                raise KeyboardInterrupt
         with noted_sigint() as sigints:
             try:
                 outcome = check_runs(

@@ -352,6 +352,10 @@ def _start(
             if archive is not None:  # the JVM is left alone: it writes the archive when this process ends
                 archive.writer_started(getattr(getattr(gateway, "proc", None), "pid", None))
             sc = spark_context(conf, gateway)
+            # the session too is made while Ctrl-C is held: one arriving here (making it loads
+            # Spark SQL, seconds on a loaded machine) would leave the JVM to end with the process
+            sc.setLogLevel("ERROR")
+            spark = SparkSession(sc)
         except KeyboardInterrupt:  # pyspark's own handler, inside SparkContext: as below
             interrupted.append(True)
         except Exception as exc:  # the JVM did not come up: say so without its stack trace
@@ -370,8 +374,6 @@ def _start(
         if archive is not None and archive.writing is not None:  # a mapped archive stays
             archive.discard()
         raise KeyboardInterrupt
-    sc.setLogLevel("ERROR")
-    spark = SparkSession(sc)
     writing = archive if archive is not None and archive.writing is not None else None
     return SparkHandle(spark, owned=True, jvm_pid=_jvm_pid(), jvm_log=jvm_log, archive=writing,
                        jvm=getattr(gateway, "proc", None))

@@ -166,3 +166,59 @@ def test_a_ctrl_c_that_surfaces_as_a_py4j_error_is_still_the_interrupt(tmp_path,
     with pytest.raises(KeyboardInterrupt):
         app.main([str(run), "--no-cache", "--out", str(tmp_path / "out")])
     assert Handle.stopped == [True]  # its JVM is ended, not asked to stop
+
+
+_SESSION_INTERRUPTED = """
+import os, signal, sys
+from analytics import session
+
+jvm = []
+
+class Interrupted(session.SparkSession):
+    def __init__(self, sc, *args, **kwargs):
+        jvm.append(sc._gateway.proc.pid)
+        signal.raise_signal(signal.SIGINT)  # a Ctrl-C while the session is made
+        super().__init__(sc, *args, **kwargs)
+
+session.SparkSession = Interrupted
+try:
+    session.start("local[1]")
+except KeyboardInterrupt:
+    # looked at before this process ends: a JVM left to it exits seconds after, as its
+    # standard input closes; one ended and waited for by start is gone already
+    print("interrupted", "alive" if os.path.exists(f"/proc/{jvm[0]}") else "gone", flush=True)
+"""
+
+
+def test_a_ctrl_c_while_the_session_is_made_ends_the_jvm_it_started(tmp_path) -> None:
+    """Making the SparkSession after the SparkContext loads Spark SQL, seconds on a loaded
+    machine; a Ctrl-C there must end the JVM, not leave it to exit with the process (a
+    fresh clone's run found the JVM alive after an interrupted check)."""
+    proc = subprocess.run([sys.executable, "-c", _SESSION_INTERRUPTED], cwd=ROOT, capture_output=True,
+                          timeout=300, env={**os.environ, "XDG_CACHE_HOME": str(tmp_path / "xdg")})
+    assert proc.stdout.decode().split() == ["interrupted", "gone"], proc.stderr.decode()[-2000:]
+
+
+def test_a_ctrl_c_as_the_spark_session_is_handed_over_still_ends_it(tmp_path, monkeypatch) -> None:
+    """A Ctrl-C between start's return and the command holding its handle: the command
+    still ends the JVM, as for one during the check."""
+    import analytics.session
+    from analytics import app
+
+    class Handle:
+        spark, archive, stopped = None, None, []
+
+        def stop(self, interrupted: bool = False) -> None:
+            self.stopped.append(interrupted)
+
+    def start(*args, **kwargs):
+        signal.raise_signal(signal.SIGINT)  # as start returns, its own hold over
+        return Handle()
+
+    run = tmp_path / "runs" / "r1"
+    (run / "trace").mkdir(parents=True)
+    (run / "trace" / "cc-1.ndjson").write_text("")
+    monkeypatch.setattr(analytics.session, "start", start)
+    with pytest.raises(KeyboardInterrupt):
+        app.main([str(run), "--no-cache", "--out", str(tmp_path / "out")])
+    assert Handle.stopped == [True]
