@@ -1,6 +1,6 @@
 """The same checks on a warm Spark Connect server and on a standalone cluster (master and
-one worker on loopback), each through the ``joynr-sim`` command: a run with an overwrite
-precedence forbids is reported, a clean run passes. The classic local session is the
+one worker on loopback, ``spark_cluster``), each through the ``joynr-sim`` command: a run
+with an overwrite precedence forbids is reported, a clean run passes. The classic local session is the
 ``spark`` fixture of every other analytics test. Each Spark here runs in its own
 processes, started and stopped by the test, with bounded waits."""
 
@@ -8,26 +8,19 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from analytics_helpers import RunBuilder, entry, wire
+from spark_cluster import free_port, standalone_cluster
 
 pytestmark = pytest.mark.spark
 
 ROOT = Path(__file__).resolve().parent.parent
 PATH = [("lib-1", "ws"), ("cc-1", "mqtt"), ("cc-2", "ws"), ("lib-2", "ws")]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _runs(root: Path) -> tuple[Path, Path]:
@@ -65,7 +58,7 @@ def _check_both(env: dict, tmp_path: Path, *spark: str) -> None:
 
 def test_checks_on_a_warm_spark_connect_server(tmp_path):
     env = _env(tmp_path)
-    port = str(_free_port())
+    port = str(free_port())
     started = _joynr(env, "spark", "start", "--port", port, "--master", "local[2]", timeout=200)
     try:
         assert started.returncode == 0, started.stderr
@@ -80,49 +73,7 @@ def test_checks_on_a_warm_spark_connect_server(tmp_path):
     assert _joynr(env, "spark", "stop").returncode == 1
 
 
-def _wait_for_port(port: int, proc: subprocess.Popen, timeout_s: float = 120) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        assert proc.poll() is None, "the process exited while starting"
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return
-        except OSError:
-            time.sleep(0.25)
-    raise AssertionError(f"nothing listens on port {port} after {timeout_s} s")
-
-
 def test_checks_on_a_standalone_master_and_worker(tmp_path):
-    import pyspark
-
-    spark_class = Path(pyspark.__file__).parent / "bin" / "spark-class"
     env = _env(tmp_path)
-    port = _free_port()
-    log = open(tmp_path / "cluster.log", "wb")
-    master = subprocess.Popen(
-        [str(spark_class), "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(port),
-         "--webui-port", str(_free_port())], env=env, stdout=log, stderr=log)
-    worker = None
-    try:
-        _wait_for_port(port, master)
-        worker = subprocess.Popen(
-            [str(spark_class), "org.apache.spark.deploy.worker.Worker", f"spark://127.0.0.1:{port}",
-             "--host", "127.0.0.1", "--cores", "1", "--memory", "1g", "--webui-port", str(_free_port()),
-             "--work-dir", str(tmp_path / "work")], env=env, stdout=log, stderr=log)
-        _check_both(env, tmp_path, "--master", f"spark://127.0.0.1:{port}")
-    finally:
-        for proc in (worker, master):
-            _stop(proc)
-        log.close()
-
-
-def _stop(proc: subprocess.Popen | None) -> None:
-    """A Spark daemon ended: asked first, killed after 30 s."""
-    if proc is None or proc.poll() is not None:
-        return
-    proc.terminate()
-    try:
-        proc.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
+    with standalone_cluster(tmp_path, env, workers=1) as master:
+        _check_both(env, tmp_path, "--master", master)
