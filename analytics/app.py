@@ -23,6 +23,8 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
+from trace_schema.run_location import run_location_arg
+
 EXIT_CLEAN, EXIT_VIOLATIONS, EXIT_UNUSABLE, EXIT_UNWRITTEN = 0, 1, 2, 3
 
 # The registry's names, here so the parser needs no Spark import (a test keeps them equal).
@@ -41,7 +43,8 @@ def build_parser(add_help: bool = True) -> argparse.ArgumentParser:
         add_help=add_help,
     )
     parser.add_argument("paths", nargs="+", metavar="PATH",
-                        help="run directory, folder of run directories, or a glob of either")
+                        help="run directory, folder of run directories, or a glob of either; each a path or "
+                        "a file:// URL")
     spark = parser.add_mutually_exclusive_group()
     spark.add_argument("--master", default="local[*]",
                        help="Spark master: local[N], local[*] (default) or spark://host:port")
@@ -49,7 +52,7 @@ def build_parser(add_help: bool = True) -> argparse.ArgumentParser:
                        help="use the Spark Connect server at sc://host:port (see joynr-sim spark start)")
     parser.add_argument("--no-cache", action="store_true",
                         help="parse the traces even when the trace cache has them, and cache nothing")
-    parser.add_argument("--out", type=Path, metavar="DIR",
+    parser.add_argument("--out", type=run_location_arg, metavar="DIR",
                         help="report.json and slices/ (default: check/ in the first run directory)")
     parser.add_argument("--junit", type=Path, metavar="FILE", help="also write JUnit XML here")
     parser.add_argument("--check", dest="checks", action="append", choices=CHECK_NAMES,

@@ -2,7 +2,7 @@
 
 A run directory holds ``trace/*.ndjson`` and a ``run.json`` manifest naming the routing
 policy the run declared. A path may be a run directory, a folder of run directories, or a
-glob of either.
+glob of either, each also as a ``file:`` URL (``trace_schema.run_location``).
 """
 
 from __future__ import annotations
@@ -11,6 +11,8 @@ import glob
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from trace_schema.run_location import RunLocationError, run_location
 
 
 class InputError(Exception):
@@ -37,7 +39,11 @@ def _is_run_dir(path: Path) -> bool:
     return (path / "trace").is_dir() or (path / "run.json").is_file()
 
 
-def _expand(pattern: str) -> list[Path]:
+def _expand(text: str) -> list[Path]:
+    try:
+        pattern = str(run_location(text))
+    except RunLocationError as exc:
+        raise InputError(str(exc)) from None
     if any(ch in pattern for ch in "*?["):
         matches = sorted(Path(p) for p in glob.glob(pattern))
         if not matches:

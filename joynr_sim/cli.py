@@ -28,6 +28,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from brokers import redact
+from trace_schema.run_location import run_location_arg
 
 from .brokers_console import add_parser as add_brokers_parser
 from .core.address import ADDRESS_TYPES
@@ -306,7 +307,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--gcd-last-seen-timeout", type=int, metavar="MS",
                    help="switch the GCD's last-seen sweep on for every scenario: entries not seen for MS ms are "
                    "removed and not returned by lookups (default: each scenario's gcd_last_seen_timeout_ms, else off)")
-    p.add_argument("--out", type=Path, default=Path("runs"), help="where run directories go (default: runs/)")
+    p.add_argument("--out", type=run_location_arg, default=Path("runs"),
+                   help="where run directories go: a path or a file:// URL (default: runs/)")
     p.add_argument("--seed", type=int, help="seed for generated participant ids (default: random, in run.json)")
     p.add_argument("--gcd-store", help="GCD store: a postgresql:// URL (default: SQLite in the run directory)")
     p.add_argument("--report", action="store_true",
@@ -350,7 +352,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print every scenario's full values as JSON instead")
     p.set_defaults(func=cmd_list)
     p = sub.add_parser("trace", help="show a run's trace: a summary, one message, participant or runtime")
-    p.add_argument("run", metavar="RUN", help="a run directory (runs/<run-id>)")
+    p.add_argument("run", type=run_location_arg, metavar="RUN",
+                   help="a run directory (runs/<run-id>) or its file:// URL")
     only = p.add_mutually_exclusive_group()
     only.add_argument("--msg", metavar="ID", help="the hops of one message and its reply (id or unique prefix)")
     only.add_argument("--participant", metavar="ID|@NAME", help="routing-table history and messages of a "
@@ -361,8 +364,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("report", help="write an HTML report per run and an index page (exit 0, 2 bad input)",
                        description="A static HTML page per run (summary, steps, checks, sequence diagrams, "
                        "routing entries, plots) and an index over them; opens from the file system.")
-    p.add_argument("runs", nargs="+", type=Path, metavar="RUN", help="run directories or folders of them")
-    p.add_argument("--out", type=Path, metavar="DIR", help="where the pages go (default: report/ in the first RUN)")
+    p.add_argument("runs", nargs="+", type=run_location_arg, metavar="RUN", help="run directories or folders of them")
+    p.add_argument("--out", type=run_location_arg, metavar="DIR",
+                   help="where the pages go (default: report/ in the first RUN)")
     p.add_argument("--check", type=Path, action="append", default=[], metavar="FILE",
                    help="a report.json of joynr-sim check to take verdicts from (default: check/report.json "
                    "in the run directory or a sibling one)")

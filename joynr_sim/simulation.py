@@ -38,6 +38,7 @@ from types import TracebackType
 from typing import Any
 
 from brokers import BrokerSet
+from trace_schema.run_location import run_location
 
 from .clock import RuntimeClock, SimClock
 from .core.address import Address, WebSocketAddress
@@ -110,7 +111,7 @@ class Simulation:
         if network == MEMORY:
             processes = memory_processes(hosts, join)
         self.network_name = network or broker
-        self.run_dir = Path(run_dir)
+        self.run_dir = run_location(run_dir)  # a path or a file: URL; an object store is refused
         self.gcd_last_seen_timeout_ms = gcd_last_seen_timeout_ms
         self.run_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         self.write_failures = watch(self.run_dir)  # before anything here writes

@@ -29,6 +29,7 @@ pytest.importorskip("ray", reason="Ray is installed by make setup (the ray extra
 
 ROOT = Path(__file__).resolve().parent.parent
 SMALL_FLEET = ROOT / "scenarios" / "fleet" / "restart-wave-small.yaml"
+SMALL_RUN = "fleet-restart-wave-small"  # its run directory: the scenario's name
 BIG_FLEET = ROOT / "scenarios" / "fleet" / "restart-wave-1000x10000.yaml"
 
 
@@ -183,7 +184,7 @@ def test_ctrl_c_during_a_fleet_on_ray_ends_it_with_130_and_leaves_no_actor_host_
     run = _joynr("run", str(SMALL_FLEET), "--hosts", "ray", "--out", str(tmp_path / "out"), cwd=tmp_path,
                  start_new_session=True)
     try:
-        trace = tmp_path / "out" / "fleet-restart-wave-small" / "trace"
+        trace = tmp_path / "out" / SMALL_RUN / "trace"
         deadline = time.monotonic() + 120
         while not (trace.is_dir() and any(trace.glob("cc*.ndjson"))):  # controllers started on the hosts
             assert run.poll() is None and time.monotonic() < deadline, run.stderr.read() if run.poll() else "timeout"
@@ -201,3 +202,37 @@ def test_ctrl_c_during_a_fleet_on_ray_ends_it_with_130_and_leaves_no_actor_host_
     while _ours() - before and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not {p: _cmdline(p) for p in _ours() - before if process_exists(p)}
+
+
+@pytest.mark.e2e
+@pytest.mark.spark
+def test_a_run_on_ray_written_to_a_file_url_is_checked_there_on_a_standalone_spark_of_two_workers(
+        tmp_path, ray_cluster):
+    """The hosts Ray placed write the traces under a file:// URL (a shared mount's, on more
+    machines); joynr-sim check reads the same URL on a Spark cluster of two workers."""
+    import json
+
+    from spark_cluster import standalone_cluster
+
+    shared = tmp_path / "shared runs"  # a space: the URL's path is percent-encoded
+    url = shared.as_uri()
+    run = _joynr("run", str(SMALL_FLEET), "--hosts", "ray", "--ray", ray_cluster.address, "--out", url, cwd=tmp_path)
+    try:
+        out, err = run.communicate(timeout=300)
+    finally:
+        run.kill()
+    assert run.returncode == 0, out[-3000:] + err
+    lines = sum(len(f.read_bytes().splitlines()) for f in (shared / SMALL_RUN / "trace").glob("*.ndjson"))
+    assert lines > 1000  # four controllers, eight libjoynr runtimes, twelve seconds of calls
+
+    env = dict(_env(), XDG_CACHE_HOME=str(tmp_path / "xdg"), SPARK_LOCAL_IP="127.0.0.1")
+    with standalone_cluster(tmp_path, env, workers=2) as master:
+        check = subprocess.run(
+            [sys.executable, "-m", "joynr_sim.cli", "check", f"{url}/{SMALL_RUN}", "--master", master,
+             "--no-cache", "--quiet", "--out", (tmp_path / "check").as_uri()],
+            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert check.returncode == 0, check.stdout[-3000:] + check.stderr
+    report = json.loads((tmp_path / "check" / "report.json").read_text())
+    assert [r["dir"] for r in report["runs"]] == [str(shared / SMALL_RUN)]
+    assert report["input"]["lines"] == lines
+    assert report["checks"] and all(c["status"] == "pass" for c in report["checks"])

@@ -3,7 +3,8 @@
 The simulator's trace writer (``joynr_sim.trace``) and the Spark checker (``analytics``)
 both read it, so neither needs the other: the checker stays an independent oracle that
 never imports the simulator. This package is data plus a loader; it imports nothing of
-either side.
+either side. Its one other contract is where a run directory is: a path or a ``file:`` URL
+(``run_location``), which the simulator writes and the checker reads.
 
 Each field is a JSON Schema fragment with a JSON ``type`` (a list when null is allowed),
 a one-line ``description`` and, where the values are a closed set, an ``enum`` or a
