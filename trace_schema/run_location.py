@@ -16,9 +16,10 @@ hadoop-aws). Such a URL is refused with that reason, not half supported.
 
 from __future__ import annotations
 
+import argparse
 import os
 from pathlib import Path
-from urllib.parse import unquote, urlsplit
+from urllib.parse import SplitResult, unquote, urlsplit
 
 _LOCAL_HOSTS = ("", "localhost")
 # what a user gives for an object store: refused with the reason (a mount works instead)
@@ -54,7 +55,7 @@ def run_location(text: str | os.PathLike[str]) -> Path:
     return Path(text)  # "name:with-a-colon" is a path
 
 
-def _file_url(text: str, parts) -> Path:
+def _file_url(text: str, parts: SplitResult) -> Path:
     if parts.query or parts.fragment:
         raise RunLocationError(f"{text}: a file URL of a run directory has no query or fragment")
     if parts.netloc.lower() not in _LOCAL_HOSTS:
@@ -71,8 +72,6 @@ def _file_url(text: str, parts) -> Path:
 
 def run_location_arg(text: str) -> Path:
     """``run_location`` as an argparse type: a refused URL is the option's error, with why."""
-    import argparse
-
     try:
         return run_location(text)
     except RunLocationError as exc:
