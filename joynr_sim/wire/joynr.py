@@ -1,0 +1,172 @@
+"""A ``JoynrMessage`` in a SMRF frame, with the header keys and values joynr writes.
+
+joynr keeps its routing fields in SMRF's own fields and its header map (bmwcarit/joynr
+``java/messaging/messaging-common/src/main/java/joynr/Message.java``,
+``cpp/libjoynr/include/joynr/Message.h``, ``.../joynr/MutableMessage.java``):
+
+    SMRF sender        the message's "from" participant
+    SMRF recipient     its "to" participant (a multicast id for a multicast)
+    SMRF ttlMs         the absolute expiry date in ms (joynr's factories set ttlAbsolute)
+    t                  the message type: rq, rp, o, arq, brq, mrq, srp, sst, p, m
+    id                 the message id
+    re                 replyTo: the address as joynr's JSON (``_typeName`` ...)
+    ef                 the effort; joynr writes it only when not NORMAL, and so here
+    c-<name>           a custom header <name>
+    c-z4               the request-reply id (joynr's custom header "z4"), which the
+                       simulator keeps as its custom header ``requestReplyId``
+    cr                 the creator user id (C++ only): accepted, not kept
+
+The simulator's hop counter, which joynr has not got, travels as the custom header
+``joynr-sim-hops`` (``c-joynr-sim-hops``, a decimal), written only when it is not 0:
+joynr forwards custom headers it does not know, and a frame from joynr counts 0 hops.
+
+SMRF's headers are a map: the order of custom headers is not kept (joynr's serialisers
+sort them), and a message with a custom header name twice cannot be encoded.
+
+Decoding checks every value with ``WireLimits`` and the checks of
+``joynr_sim.core.message.decode``, and raises the same errors: ``MessageDecodeError``
+for bytes that are no joynr message, ``InvalidMessage`` for a value that may not be used.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+
+from ..core.limits import DEFAULT_LIMITS, InvalidField, WireLimits, check_id, check_int, check_text, preview
+from ..core.message import (
+    EFFORTS,
+    MESSAGE_TYPES,
+    InvalidMessage,
+    JoynrMessage,
+    MessageDecodeError,
+    _reply_to_address,
+    _reply_to_json,
+)
+from ..runtime.participants import REQUEST_REPLY_ID
+from .smrf import SmrfFrame, SmrfLimits, decode_smrf, encode_smrf
+
+HEADER_TYPE = "t"
+HEADER_ID = "id"
+HEADER_REPLY_TO = "re"
+HEADER_EFFORT = "ef"
+HEADER_CREATOR = "cr"
+CUSTOM_HEADER_PREFIX = "c-"
+CUSTOM_HEADER_REQUEST_REPLY_ID = "z4"
+HOPS_HEADER = "joynr-sim-hops"
+NORMAL = "NORMAL"
+
+# Headers other than custom ones a frame may carry.
+_JOYNR_HEADERS = frozenset({HEADER_TYPE, HEADER_ID, HEADER_REPLY_TO, HEADER_EFFORT, HEADER_CREATOR})
+_HOPS = re.compile(r"(?:0|[1-9][0-9]{0,9})\Z")
+
+
+def _wire_name(name: str) -> str:
+    """The custom header key joynr uses for a custom header of the simulator's."""
+    if name == HOPS_HEADER:
+        raise ValueError(f"custom header {name!r} is the hop counter's")
+    if name == CUSTOM_HEADER_REQUEST_REPLY_ID:  # it would come back as requestReplyId
+        raise ValueError(f"custom header {name!r} is joynr's request-reply id: {REQUEST_REPLY_ID!r} here")
+    if name == REQUEST_REPLY_ID:
+        name = CUSTOM_HEADER_REQUEST_REPLY_ID
+    return CUSTOM_HEADER_PREFIX + name
+
+
+def _sim_name(name: str) -> str:
+    return REQUEST_REPLY_ID if name == CUSTOM_HEADER_REQUEST_REPLY_ID else name
+
+
+def encode_joynr(msg: JoynrMessage, *, compressed: bool = False) -> bytes:
+    """The message as joynr sends it; ``compressed`` deflates the payload (joynr's
+    MessagingQos compress). Raises ValueError for a message SMRF cannot carry: an
+    InProcessAddress replyTo, a custom header name twice or named as the hop counter."""
+    headers = [(HEADER_TYPE, msg.type), (HEADER_ID, msg.id)]
+    if msg.reply_to is not None:
+        headers.append((HEADER_REPLY_TO, _reply_to_json(msg.reply_to)))
+    if msg.effort != NORMAL:
+        headers.append((HEADER_EFFORT, msg.effort))
+    headers.extend((_wire_name(name), value) for name, value in msg.custom_headers)
+    if msg.hops:
+        headers.append((CUSTOM_HEADER_PREFIX + HOPS_HEADER, str(msg.hops)))
+    return encode_smrf(SmrfFrame(
+        recipient=msg.recipient, sender=msg.sender, ttl_ms=msg.expiry_date_ms, ttl_absolute=True,
+        headers=tuple(headers), body=msg.payload, compressed=compressed,
+    ))
+
+
+@lru_cache(maxsize=16)
+def _smrf_limits(limits: WireLimits) -> SmrfLimits:
+    # The frame and the inflated payload within the simulator's frame bound; the custom
+    # headers' own bound is checked below, with joynr's headers and the hop counter beside.
+    return SmrfLimits(max_frame_bytes=limits.max_frame_bytes, max_body_bytes=limits.max_frame_bytes,
+                      max_headers=limits.max_headers + len(_JOYNR_HEADERS) + 1)
+
+
+def decode_joynr(data: bytes, limits: WireLimits = DEFAULT_LIMITS) -> JoynrMessage:
+    """Decode a joynr SMRF frame and check every value against ``limits``; raises
+    ``MessageDecodeError`` (a bad frame: ``SmrfDecodeError``, its subclass, naming the SMRF
+    field) or ``InvalidMessage``, nothing else."""
+    if isinstance(data, (bytes, bytearray, memoryview)) and len(data) > limits.max_frame_bytes:
+        raise InvalidMessage("frame", f"{len(data)} bytes, at most {limits.max_frame_bytes}")
+    frame = decode_smrf(data, _smrf_limits(limits))
+    joynr: dict[str, str] = {}
+    custom: list[tuple[str, str]] = []
+    hops = 0
+    try:
+        for n, (key, value) in enumerate(frame.headers):
+            if key.startswith(CUSTOM_HEADER_PREFIX):
+                name = check_id(key[len(CUSTOM_HEADER_PREFIX):], f"headers[{n}].key", limits)
+                if name == HOPS_HEADER:
+                    hops = _hops(value, limits)
+                    continue
+                name = _sim_name(name)
+                if any(name == seen for seen, _ in custom):
+                    raise InvalidField(f"headers[{n}].key", f"custom header {preview(name)} twice")
+                custom.append((name, check_text(value, key, limits.max_header_bytes, empty=True)))
+            elif key in _JOYNR_HEADERS:
+                joynr[key] = value
+            else:
+                raise InvalidField(f"headers[{n}].key", f"not a joynr header: {preview(key)}")
+        if len(custom) > limits.max_headers:
+            raise InvalidField("headers", f"{len(custom)} custom headers, at most {limits.max_headers}")
+    except InvalidField as exc:
+        raise InvalidMessage(exc.field, str(exc)) from None
+
+    mtype = joynr.get(HEADER_TYPE)
+    if mtype not in MESSAGE_TYPES:
+        raise MessageDecodeError(HEADER_TYPE, f"unknown message type {preview(mtype)}")
+    effort = joynr.get(HEADER_EFFORT, NORMAL)
+    if effort not in EFFORTS:
+        raise MessageDecodeError(HEADER_EFFORT, f"unknown effort {preview(effort)}")
+    if HEADER_ID not in joynr:
+        raise MessageDecodeError(HEADER_ID, "missing")
+    if not frame.ttl_absolute:
+        # joynr's factories write absolute expiry dates; a relative one would need a clock.
+        raise InvalidMessage("ttlAbsolute", "a relative ttl: the simulator takes absolute expiry dates")
+    try:
+        check_id(joynr[HEADER_ID], HEADER_ID, limits)
+        check_id(frame.sender, "sender", limits)
+        check_id(frame.recipient, "recipient", limits)
+        check_int(frame.ttl_ms, "ttlMs", 0, limits.max_expiry_ms)
+        if HEADER_CREATOR in joynr:
+            check_id(joynr[HEADER_CREATOR], HEADER_CREATOR, limits)
+        reply_to = joynr.get(HEADER_REPLY_TO)
+        try:
+            address = None if reply_to is None else _reply_to_address(reply_to, limits)
+        except InvalidField as exc:  # named by the simulator's own frame ("rt...")
+            reason = str(exc).removeprefix(f"{exc.field}: ")
+            raise InvalidField(HEADER_REPLY_TO + exc.field.removeprefix("rt"), reason) from None
+    except InvalidField as exc:
+        raise InvalidMessage(exc.field, str(exc)) from None
+    return JoynrMessage(
+        type=mtype, sender=frame.sender, recipient=frame.recipient, expiry_date_ms=frame.ttl_ms,
+        payload=frame.body, id=joynr[HEADER_ID], reply_to=address, effort=effort, custom_headers=tuple(custom),
+        hops=hops,
+    )
+
+
+def _hops(value: str, limits: WireLimits) -> int:
+    field = CUSTOM_HEADER_PREFIX + HOPS_HEADER
+    if not _HOPS.match(value):
+        raise InvalidField(field, f"a decimal hop count, got {preview(value)}")
+    return check_int(int(value), field, 0, limits.max_hop_counter)
