@@ -292,6 +292,24 @@ def test_joynrs_creator_header_is_taken_and_a_frame_from_joynr_counts_no_hops() 
     assert (msg.hops, msg.reply_to, msg.effort, msg.custom_headers) == (0, WebSocketClientAddress("ws-1"), "NORMAL", ())
 
 
+JOYNR_GOOD = encode_joynr(MESSAGE)
+
+
+@given(st.integers(0, 10_000), st.binary(min_size=1, max_size=8), st.binary(max_size=100))
+@settings(max_examples=500)
+def test_damaged_joynr_frames_and_payloads_raise_only_the_decode_errors(at: int, patch: bytes, noise: bytes) -> None:
+    at %= len(JOYNR_GOOD)
+    try:
+        decode_joynr(JOYNR_GOOD[:at] + patch + JOYNR_GOOD[at + len(patch):])
+    except MessageDecodeError:
+        pass
+    for decode in (request_from_joynr, one_way_from_joynr, reply_from_joynr):
+        try:
+            decode(noise)
+        except PayloadDecodeError:
+            pass
+
+
 @pytest.mark.parametrize("headers", [(("joynr-sim-hops", "1"),), (("z4", "1"),), (("a", "1"), ("a", "2"))])
 def test_a_message_smrf_cannot_carry_as_it_is_is_not_encoded(headers: tuple[tuple[str, str], ...]) -> None:
     with pytest.raises(ValueError):
