@@ -5,8 +5,9 @@ PYTHON ?= python3
 .PHONY: setup lint docs test test-fast test-networks demo bench bench-quick fuzz mutate clean
 
 CHROMIUM := /usr/bin/chromium
+SMRF_JS := tests/smrf_node/node_modules/.package-lock.json
 
-setup: $(VENV)/.installed $(CHROMIUM)
+setup: $(VENV)/.installed $(CHROMIUM) $(SMRF_JS)
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -19,6 +20,13 @@ $(VENV)/.installed: pyproject.toml
 $(CHROMIUM):
 	DEBIAN_FRONTEND=noninteractive apt-get update
 	DEBIAN_FRONTEND=noninteractive apt-get install -y chromium
+
+# The wire tests run joynr's own JavaScript SMRF library (npm smrf, pinned with its lock file)
+# under Debian's Node; a machine without Node gets it here.
+$(SMRF_JS): tests/smrf_node/package-lock.json
+	command -v npm >/dev/null || (DEBIAN_FRONTEND=noninteractive apt-get update && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y nodejs npm)
+	cd tests/smrf_node && npm ci --no-audit --no-fund
 
 # The import contracts and the linter (both configured in pyproject.toml).
 lint: setup
