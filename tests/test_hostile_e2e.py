@@ -13,9 +13,8 @@ from websockets.asyncio.client import connect
 
 from e2e_helpers import PROVIDER, BrokerClient, events, topology, until
 from joynr_sim.core.address import MqttAddress
-from joynr_sim.core.message import REQUEST, JoynrMessage, encode
+from joynr_sim.core.message import REQUEST, REQUEST_REPLY_ID, JoynrMessage, encode
 from joynr_sim.runtime.participants import (
-    REQUEST_REPLY_ID,
     ProviderRuntimeException,
     decode_reply,
     encode_request,

@@ -13,9 +13,9 @@ import pytest
 
 from e2e_helpers import PROVIDER, BrokerClient, events, topology
 from joynr_sim.core.address import MqttAddress
+from joynr_sim.core.message import REQUEST_REPLY_ID
 from joynr_sim.fuzz.harness import fuzz
 from joynr_sim.runtime.participants import (
-    REQUEST_REPLY_ID,
     EchoProvider,
     JoynrTimeoutException,
     decode_reply,

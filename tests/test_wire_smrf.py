@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 from joynr_sim.core.address import MqttAddress, WebSocketClientAddress
 from joynr_sim.core.errors import ApplicationException, MethodInvocationException, ProviderRuntimeException
 from joynr_sim.core.limits import WireLimits
-from joynr_sim.core.message import InvalidMessage, JoynrMessage, MessageDecodeError
-from joynr_sim.runtime.participants import REQUEST_REPLY_ID, encode_reply, encode_request
+from joynr_sim.core.message import REQUEST_REPLY_ID, InvalidMessage, JoynrMessage, MessageDecodeError
+from joynr_sim.runtime.participants import encode_reply, encode_request
 from joynr_sim.wire.joynr import decode_joynr, encode_joynr
 from joynr_sim.wire.payloads import (
     PayloadDecodeError,

@@ -18,8 +18,7 @@ import pytest
 
 from joynr_sim.core.address import MqttAddress, WebSocketAddress, WebSocketClientAddress, to_json
 from joynr_sim.core.limits import WireLimits
-from joynr_sim.core.message import MESSAGE_TYPES, JoynrMessage
-from joynr_sim.runtime.participants import REQUEST_REPLY_ID
+from joynr_sim.core.message import MESSAGE_TYPES, REQUEST_REPLY_ID, JoynrMessage
 from joynr_sim.wire.joynr import decode_joynr, encode_joynr
 from joynr_sim.wire.smrf import JOYNR_MAX_MESSAGE_SIZE, SmrfDecodeError, SmrfFrame, decode_smrf, encode_smrf
 

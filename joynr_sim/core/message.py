@@ -39,6 +39,9 @@ MESSAGE_TYPES = frozenset(
     }
 )
 EFFORTS = frozenset({"NORMAL", "BEST_EFFORT"})
+# The custom header that pairs a reply with its request (joynr's requestReplyId; on joynr's
+# own wire it travels as the custom header "z4", see joynr_sim.wire.joynr).
+REQUEST_REPLY_ID = "requestReplyId"
 WIRE_VERSION = 1
 
 
@@ -103,11 +106,11 @@ _KEYS = ("v", "t", "id", "f", "to", "rt", "ex", "ef", "ch", "h", "pl")
 # A runtime sends to few reply addresses, each in every request it forwards: their JSON and,
 # for those that came in, their parsed and checked form are kept (bounded: a hostile peer
 # sending ever new ones only evicts).
-_reply_to_json = lru_cache(maxsize=1024)(to_json)
+reply_to_json = lru_cache(maxsize=1024)(to_json)
 
 
 @lru_cache(maxsize=1024)
-def _reply_to_address(text: str, limits: WireLimits) -> Address:
+def reply_to_address(text: str, limits: WireLimits) -> Address:
     """A replyTo from the wire, parsed and checked; raises InvalidField (never cached)."""
     if len(text) > limits.max_text_bytes * 4:
         raise InvalidField("rt", f"{len(text)} characters of replyTo")
@@ -127,7 +130,7 @@ def encode(msg: JoynrMessage) -> bytes:
             msg.id,
             msg.sender,
             msg.recipient,
-            _reply_to_json(msg.reply_to) if msg.reply_to is not None else None,
+            reply_to_json(msg.reply_to) if msg.reply_to is not None else None,
             msg.expiry_date_ms,
             msg.effort,
             [list(kv) for kv in msg.custom_headers],
@@ -194,7 +197,7 @@ def decode(data: bytes, limits: WireLimits = DEFAULT_LIMITS) -> JoynrMessage:
             if kv[1] and not _plain(kv[1], limits.max_header_bytes):
                 check_text(kv[1], f"ch[{n}].value", limits.max_header_bytes, empty=True)
             custom.append((kv[0], kv[1]))
-        address = None if reply_to is None else _reply_to_address(reply_to, limits)
+        address = None if reply_to is None else reply_to_address(reply_to, limits)
     except InvalidField as exc:
         raise InvalidMessage(exc.field, str(exc)) from None
     # The fields set directly, as in with_hop: a frozen dataclass's __init__ sets each one

@@ -17,8 +17,8 @@ import paho.mqtt.client as paho
 from paho.mqtt.enums import CallbackAPIVersion
 
 from ..core.address import MqttAddress
-from ..core.message import REQUEST, JoynrMessage, encode
-from ..runtime.participants import REQUEST_REPLY_ID, encode_request
+from ..core.message import REQUEST, REQUEST_REPLY_ID, JoynrMessage, encode
+from ..runtime.participants import encode_request
 
 PUBLISH_TIMEOUT_S = 300
 

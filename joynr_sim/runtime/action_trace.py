@@ -17,8 +17,7 @@ from typing import Any
 
 from ..core.actions import Action, Deliver, Drop, Queue, Received, Send, Withhold
 from ..core.address import describe, type_name
-from ..core.message import JoynrMessage
-from ..runtime.participants import REQUEST_REPLY_ID
+from ..core.message import REQUEST_REPLY_ID, JoynrMessage
 from ..trace import TraceWriter
 
 _NO_MESSAGE = {"msg": None, "type": None, "to": None, "hops": None, "corr": None, "exp": None}

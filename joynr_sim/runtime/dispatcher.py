@@ -14,9 +14,8 @@ import types
 from collections.abc import Callable, Coroutine, Generator
 from typing import Any
 
-from ..core.message import ONE_WAY, REPLY, REQUEST, JoynrMessage
+from ..core.message import ONE_WAY, REPLY, REQUEST, REQUEST_REPLY_ID, JoynrMessage
 from .participants import (
-    REQUEST_REPLY_ID,
     JoynrRuntimeException,
     JoynrTimeoutException,
     MethodInvocationException,

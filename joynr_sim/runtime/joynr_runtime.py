@@ -16,13 +16,13 @@ from ..core.address import InProcessAddress
 from ..core.discovery import DEFAULT_EXPIRY_MS, DiscoveryEntry, DiscoveryScope, ProviderQos, Version
 from ..core.errors import DiscoveryException
 from ..core.ids import uuid_from
-from ..core.message import ONE_WAY, REQUEST, JoynrMessage
+from ..core.message import ONE_WAY, REQUEST, REQUEST_REPLY_ID, JoynrMessage
 from ..core.node import MessageRouter
 from ..core.routing import PutResult, RoutingEntry
 from ..core.subscriptions import SubscriptionQos
 from .base import DEFAULT_TTL_MS, FOREVER_MS, Runtime, offer_route
 from .load import drive_calls
-from .participants import REQUEST_REPLY_ID, ProviderSkeleton, ProxySkeleton, broadcast_kind, encode_request
+from .participants import ProviderSkeleton, ProxySkeleton, broadcast_kind, encode_request
 from .subscriptions import Subscription, Subscriptions
 
 

@@ -23,9 +23,6 @@ from ..core.errors import (  # noqa: F401  (re-exported: what a call can raise)
 )
 from ..core.ids import new_hex
 
-REQUEST_REPLY_ID = "requestReplyId"
-
-
 _ERRORS = {
     cls.__name__: cls
     for cls in (ProviderRuntimeException, MethodInvocationException, JoynrRuntimeException)

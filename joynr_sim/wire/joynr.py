@@ -37,13 +37,13 @@ from ..core.limits import DEFAULT_LIMITS, InvalidField, WireLimits, check_id, ch
 from ..core.message import (
     EFFORTS,
     MESSAGE_TYPES,
+    REQUEST_REPLY_ID,
     InvalidMessage,
     JoynrMessage,
     MessageDecodeError,
-    _reply_to_address,
-    _reply_to_json,
+    reply_to_address,
+    reply_to_json,
 )
-from ..runtime.participants import REQUEST_REPLY_ID
 from .smrf import SmrfFrame, SmrfLimits, decode_smrf, encode_smrf
 
 HEADER_TYPE = "t"
@@ -82,7 +82,7 @@ def encode_joynr(msg: JoynrMessage, *, compressed: bool = False) -> bytes:
     InProcessAddress replyTo, a custom header name twice or named as the hop counter."""
     headers = [(HEADER_TYPE, msg.type), (HEADER_ID, msg.id)]
     if msg.reply_to is not None:
-        headers.append((HEADER_REPLY_TO, _reply_to_json(msg.reply_to)))
+        headers.append((HEADER_REPLY_TO, reply_to_json(msg.reply_to)))
     if msg.effort != NORMAL:
         headers.append((HEADER_EFFORT, msg.effort))
     headers.extend((_wire_name(name), value) for name, value in msg.custom_headers)
@@ -152,7 +152,7 @@ def decode_joynr(data: bytes, limits: WireLimits = DEFAULT_LIMITS) -> JoynrMessa
             check_id(joynr[HEADER_CREATOR], HEADER_CREATOR, limits)
         reply_to = joynr.get(HEADER_REPLY_TO)
         try:
-            address = None if reply_to is None else _reply_to_address(reply_to, limits)
+            address = None if reply_to is None else reply_to_address(reply_to, limits)
         except InvalidField as exc:  # named by the simulator's own frame ("rt...")
             reason = str(exc).removeprefix(f"{exc.field}: ")
             raise InvalidField(HEADER_REPLY_TO + exc.field.removeprefix("rt"), reason) from None
