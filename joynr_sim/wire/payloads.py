@@ -85,7 +85,7 @@ def _datatype(value: Any) -> str:
     return "Object"
 
 
-def _json(data: dict[str, Any]) -> bytes:
+def dump_json(data: dict[str, Any]) -> bytes:
     # allow_nan=False: joynr's JSON has no NaN; bytes (msgpack bin) raise TypeError here.
     try:
         return json.dumps(data, separators=(",", ":"), allow_nan=False, ensure_ascii=False).encode("utf-8")
@@ -96,14 +96,14 @@ def _json(data: dict[str, Any]) -> bytes:
 def request_to_joynr(payload: bytes, request_reply_id: str) -> bytes:
     """A simulator request payload as joynr's Request."""
     method, params = decode_request(payload)
-    return _json({"_typeName": REQUEST, "methodName": method, "paramDatatypes": [_datatype(p) for p in params],
+    return dump_json({"_typeName": REQUEST, "methodName": method, "paramDatatypes": [_datatype(p) for p in params],
                   "params": params, "requestReplyId": request_reply_id})
 
 
 def one_way_to_joynr(payload: bytes) -> bytes:
     """A simulator request payload (of a fire-and-forget method) as joynr's OneWayRequest."""
     method, params = decode_request(payload)
-    return _json({"_typeName": ONE_WAY_REQUEST, "methodName": method,
+    return dump_json({"_typeName": ONE_WAY_REQUEST, "methodName": method,
                   "paramDatatypes": [_datatype(p) for p in params], "params": params})
 
 
@@ -114,11 +114,11 @@ def reply_to_joynr(payload: bytes, request_reply_id: str) -> bytes:
     except ApplicationException as exc:
         error = {"_typeName": EXCEPTION_PREFIX + "ApplicationException", "detailMessage": str(exc),
                  "error": {"_typeName": ERROR_ENUM_TYPE_NAME, "name": exc.error}}
-        return _json({"_typeName": REPLY, "requestReplyId": request_reply_id, "error": error})
+        return dump_json({"_typeName": REPLY, "requestReplyId": request_reply_id, "error": error})
     except JoynrRuntimeException as exc:
         error = {"_typeName": EXCEPTION_PREFIX + type(exc).__name__, "detailMessage": str(exc)}
-        return _json({"_typeName": REPLY, "requestReplyId": request_reply_id, "error": error})
-    return _json({"_typeName": REPLY, "requestReplyId": request_reply_id, "response": [result]})
+        return dump_json({"_typeName": REPLY, "requestReplyId": request_reply_id, "error": error})
+    return dump_json({"_typeName": REPLY, "requestReplyId": request_reply_id, "response": [result]})
 
 
 # -- from joynr -----------------------------------------------------------------------
@@ -135,7 +135,7 @@ def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return data
 
 
-def _load(data: bytes, type_name: str, keys: set[str], required: set[str], limits: WireLimits) -> dict[str, Any]:
+def load_object(data: bytes, type_name: str, keys: set[str], required: set[str], limits: WireLimits) -> dict[str, Any]:
     if not isinstance(data, (bytes, bytearray)):
         raise PayloadDecodeError("payload", f"expected bytes, got {type(data).__name__}")
     if len(data) > limits.max_frame_bytes:
@@ -152,12 +152,14 @@ def _load(data: bytes, type_name: str, keys: set[str], required: set[str], limit
     return obj
 
 
-def _value(value: Any, field: str, depth: int = 0) -> Any:
+def checked_value(value: Any, field: str, depth: int = 0) -> Any:
     """A JSON value the simulator's msgpack can carry: integers within int64, depth bounded."""
     if depth > MAX_DEPTH:
         raise PayloadDecodeError(field, f"nested deeper than {MAX_DEPTH}")
-    if isinstance(value, bool) or value is None or isinstance(value, str):
+    if isinstance(value, bool) or value is None:
         return value
+    if isinstance(value, str):
+        return _utf8(value, field)
     if isinstance(value, float):
         if not math.isfinite(value):  # 1e999 parses as inf
             raise PayloadDecodeError(field, f"{value} is not a joynr number")
@@ -167,8 +169,24 @@ def _value(value: Any, field: str, depth: int = 0) -> Any:
             raise PayloadDecodeError(field, f"integer {preview(value)} outside int64")
         return value
     if isinstance(value, list):
-        return [_value(v, f"{field}[{n}]", depth + 1) for n, v in enumerate(value)]
-    return {k: _value(v, f"{field}.{k}", depth + 1) for k, v in value.items()}
+        return [checked_value(v, f"{field}[{n}]", depth + 1) for n, v in enumerate(value)]
+    return {_utf8(k, f"{field} key"): checked_value(v, f"{field}.{k}", depth + 1) for k, v in value.items()}
+
+
+def _utf8(text: str, field: str) -> str:
+    # JSON's \ud800 escapes parse to lone surrogates, which msgpack cannot pack as UTF-8.
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise PayloadDecodeError(field, f"not valid UTF-8: {preview(text)}") from None
+    return text
+
+
+def detail_message(message: Any, field: str, limits: WireLimits) -> str:
+    """An exception's detailMessage: any text (it may hold line breaks), bounded as a header value is."""
+    if not isinstance(message, str) or len(message.encode("utf-8", "surrogatepass")) > limits.max_header_bytes:
+        raise PayloadDecodeError(field, f"a text of at most {limits.max_header_bytes} bytes, got {preview(message)}")
+    return _utf8(message, field)
 
 
 def _method(obj: dict[str, Any]) -> tuple[str, list[Any]]:
@@ -182,34 +200,35 @@ def _method(obj: dict[str, Any]) -> tuple[str, list[Any]]:
     if not isinstance(types, list) or len(types) != len(params) or not all(
             isinstance(t, str) and 0 < len(t) <= MAX_DATATYPE_CHARS for t in types):
         raise PayloadDecodeError("paramDatatypes", f"a type name per parameter, got {preview(types)}")
-    return method, _value(params, "params")
+    return method, checked_value(params, "params")
 
 
-def _request_reply_id(obj: dict[str, Any], limits: WireLimits) -> str:
+def checked_id(value: Any, field: str, limits: WireLimits) -> str:
+    """An id from a payload (a requestReplyId, a subscriptionId) with the checks of the message's ids."""
     try:
-        return check_id(obj["requestReplyId"], "requestReplyId", limits)
+        return check_id(value, field, limits)
     except InvalidField as exc:
         raise PayloadDecodeError(exc.field, str(exc)) from None
 
 
 def request_from_joynr(data: bytes, limits: WireLimits = DEFAULT_LIMITS) -> tuple[bytes, str]:
     """joynr's Request as (the simulator's request payload, its requestReplyId)."""
-    obj = _load(data, REQUEST, {"methodName", "paramDatatypes", "params", "requestReplyId"},
+    obj = load_object(data, REQUEST, {"methodName", "paramDatatypes", "params", "requestReplyId"},
                 {"methodName", "requestReplyId"}, limits)
     method, params = _method(obj)
-    return encode_request(method, params), _request_reply_id(obj, limits)
+    return encode_request(method, params), checked_id(obj["requestReplyId"], "requestReplyId", limits)
 
 
 def one_way_from_joynr(data: bytes, limits: WireLimits = DEFAULT_LIMITS) -> bytes:
     """joynr's OneWayRequest as the simulator's request payload."""
-    obj = _load(data, ONE_WAY_REQUEST, {"methodName", "paramDatatypes", "params"}, {"methodName"}, limits)
+    obj = load_object(data, ONE_WAY_REQUEST, {"methodName", "paramDatatypes", "params"}, {"methodName"}, limits)
     return encode_request(*_method(obj))
 
 
 def reply_from_joynr(data: bytes, limits: WireLimits = DEFAULT_LIMITS) -> tuple[bytes, str]:
     """joynr's Reply as (the simulator's reply payload, its requestReplyId)."""
-    obj = _load(data, REPLY, {"requestReplyId", "response", "error"}, {"requestReplyId"}, limits)
-    rrid = _request_reply_id(obj, limits)
+    obj = load_object(data, REPLY, {"requestReplyId", "response", "error"}, {"requestReplyId"}, limits)
+    rrid = checked_id(obj["requestReplyId"], "requestReplyId", limits)
     if ("response" in obj) == ("error" in obj):  # joynr's Reply.create: exactly one of the two
         raise PayloadDecodeError(REPLY, "exactly one of response and error")
     if "error" in obj:
@@ -218,7 +237,7 @@ def reply_from_joynr(data: bytes, limits: WireLimits = DEFAULT_LIMITS) -> tuple[
     # The simulator's methods have one result: joynr's list of out-parameters holds 0 or 1.
     if not isinstance(response, list) or len(response) > 1:
         raise PayloadDecodeError("response", f"a list of at most one value, got {preview(response)}")
-    return encode_reply(_value(response[0], "response[0]") if response else None), rrid
+    return encode_reply(checked_value(response[0], "response[0]") if response else None), rrid
 
 
 def _error(error: Any, limits: WireLimits) -> JoynrRuntimeException:
@@ -228,11 +247,7 @@ def _error(error: Any, limits: WireLimits) -> JoynrRuntimeException:
     allowed = {"_typeName", "detailMessage"} | ({"error"} if cls is ApplicationException else set())
     if not set(error) <= allowed:
         raise PayloadDecodeError("error", f"fields {sorted(allowed)}, got {preview(sorted(error))}")
-    message = error.get("detailMessage", "")
-    # Any text (a detail message may hold line breaks), bounded as a header value is.
-    if not isinstance(message, str) or len(message.encode("utf-8", "surrogatepass")) > limits.max_header_bytes:
-        raise PayloadDecodeError("error.detailMessage", f"a text of at most {limits.max_header_bytes} bytes, "
-                                                        f"got {preview(message)}")
+    message = detail_message(error.get("detailMessage", ""), "error.detailMessage", limits)
     if cls is not ApplicationException:
         return cls(message)
     enum = error.get("error")
