@@ -16,13 +16,14 @@ The simulator has no Franca types: a parameter's datatype is named from its JSON
 and an ApplicationException's enum is named ``ERROR_ENUM_TYPE_NAME``. Decoding checks the
 datatypes' form and count, not their names.
 
-Not converted yet: the subscription messages (joynr.SubscriptionRequest {subscriptionId,
-subscribedToName, qos}, BroadcastSubscriptionRequest, MulticastSubscriptionRequest,
-SubscriptionReply, SubscriptionStop, SubscriptionPublication {subscriptionId, response |
-error}, MulticastPublication); their simulator side is ``joynr_sim.core.subscription_wire``.
+The subscription messages (joynr.SubscriptionRequest, BroadcastSubscriptionRequest,
+MulticastSubscriptionRequest, SubscriptionReply, SubscriptionStop, SubscriptionPublication,
+MulticastPublication) are converted by ``joynr_sim.wire.subscription_payloads`` with the checks
+below, and so is the payload of every message type by its ``to_joynr_payload`` and
+``from_joynr_payload``, which a caller uses without knowing the types.
 
 A payload from the wire is hostile: its size, nesting, numbers (no NaN, integers within
-msgpack's int64) and every field are checked, and a bad one raises
+msgpack's int64), strings (UTF-8: no lone surrogates) and every field are checked, and a bad one raises
 ``PayloadDecodeError`` naming it.
 """
 
