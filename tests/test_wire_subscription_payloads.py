@@ -269,6 +269,7 @@ def _qos(**fields: object) -> dict:
     ("m", {**MCP, "multicastId": "x" * 1025}, "multicastId"),
     ("m", {**MCP, "response": [1e308 * 10]}, "response[0]"),
     ("m", {**MCP, "subscriptionId": "s"}, "joynr.MulticastPublication"),
+    ("rp", {"_typeName": "joynr.Reply", "requestReplyId": "r", "error": {"_typeName": []}}, "error._typeName"),
     ("rq", {"_typeName": "joynr.Request", "methodName": "m", "requestReplyId": "r", "params": ["\ud800"],
             "paramDatatypes": ["String"]}, "params[0]"),
     ("rq", {"_typeName": "joynr.Request", "methodName": "m", "requestReplyId": "r", "params": [{"\ud800": 1}],

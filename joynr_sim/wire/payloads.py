@@ -242,7 +242,8 @@ def reply_from_joynr(data: bytes, limits: WireLimits = DEFAULT_LIMITS) -> tuple[
 
 
 def _error(error: Any, limits: WireLimits) -> JoynrRuntimeException:
-    if not isinstance(error, dict) or error.get("_typeName") not in _ERRORS:
+    if not isinstance(error, dict) or not isinstance(error.get("_typeName"), str) \
+            or error["_typeName"] not in _ERRORS:
         raise PayloadDecodeError("error._typeName", f"one of {sorted(_ERRORS)}, got {preview(error)}")
     cls = _ERRORS[error["_typeName"]]
     allowed = {"_typeName", "detailMessage"} | ({"error"} if cls is ApplicationException else set())
