@@ -62,6 +62,7 @@ from .runtime.gcd_service import GcdService, gcd_runtime_id
 from .runtime.libjoynr import LibjoynrRuntime
 from .runtime.sessions import open_link_registry
 from .trace import TraceWriter
+from .wire.codecs import DEFAULT_WIRE, codec
 from .write_failure import WRITE_ERRNOS, WriteFailure, unwatch, watch
 
 
@@ -88,6 +89,7 @@ class Simulation:
         join_hosts: int = 1,
         join_timeout_s: float = JOIN_TIMEOUT_S,
         ray_address: str | None = None,
+        wire: str = DEFAULT_WIRE,
     ) -> None:
         """hosts: with processes, place the runtimes in this many host processes (a cluster
         controller in the next one in turn, its libjoynr runtimes with it; see
@@ -106,11 +108,12 @@ class Simulation:
 
         network: ``memory`` (in-memory brokers, WebSockets and links, every runtime in this
         process, on a virtual-time loop: ``joynr_sim.network``), ``amqtt`` or ``mosquitto``;
-        None, the default: the real brokers ``broker`` names."""
+        None, the default: the real brokers ``broker`` names. wire: the bytes every runtime's
+        messages travel in, ``joynr-sim`` (the default) or ``joynr`` (``joynr_sim.wire.codecs``)."""
         network, broker = choose_network(network, broker)
         if network == MEMORY:
             processes = memory_processes(hosts, join)
-        self.network_name = network or broker
+        self.network_name, self.wire = network or broker, codec(wire).name
         self.run_dir = run_location(run_dir)  # a path or a file: URL; an object store is refused
         self.gcd_last_seen_timeout_ms = gcd_last_seen_timeout_ms
         self.run_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -207,7 +210,7 @@ class Simulation:
         """own_clock: an in-process runtime's clock of its own over the run's, for a skew."""
         common = dict(
             run_dir=self.run_dir, run_id=self.run_id, clock=RuntimeClock(self.clock) if own_clock else self.clock,
-            policy=self.policy, max_hops=self.max_hops, seed=self.seed,
+            policy=self.policy, max_hops=self.max_hops, seed=self.seed, wire=self.wire,
         )
         if self.network is not None:  # in-process runtimes only: a host process has its own
             common["network"] = self.network

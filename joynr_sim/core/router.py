@@ -99,9 +99,12 @@ class MessageRouter:
         max_lookups_per_sender: int = DEFAULT_MAX_LOOKUPS_PER_SENDER,
         memory: int = MEMORY,
         limits: WireLimits = DEFAULT_LIMITS,
+        decode: Callable[[bytes, WireLimits], JoynrMessage] = decode,
     ) -> None:
         self.table = table
         self.limits = limits
+        # The wire's decoder (joynr_sim.wire.codecs): it raises MessageDecodeError for a bad frame.
+        self._decode = decode
         self.clock = clock
         self.max_hops = max_hops
         self.waiting = WaitingMessages(max_queued, max_queued_bytes, max_queued_per_sender)
@@ -119,7 +122,7 @@ class MessageRouter:
         try:
             if not isinstance(data, (bytes, bytearray)):
                 raise MessageDecodeError("frame", "expected a binary frame")
-            return decode(bytes(data), self.limits)
+            return self._decode(bytes(data), self.limits)
         except MessageDecodeError as exc:
             return Drop(None, exc.reason, via=via, gbid=gbid, detail=str(exc), field=exc.field)
 

@@ -33,6 +33,7 @@ from ..core.multicast import MulticastError, MulticastId
 from ..core.node import DEFAULT_MAX_HOPS, DEFAULT_MAX_QUEUED, DEFAULT_MAX_QUEUED_BYTES, Node
 from ..core.routing import PutResult, RoutingEntry, RoutingTable
 from ..trace import TraceWriter
+from ..wire.codecs import DEFAULT_WIRE, codec
 from .action_trace import EVENT_OF
 from .dispatcher import Dispatcher
 from .participants import ProviderRuntimeException
@@ -67,8 +68,13 @@ class Runtime:
         seed: int | None = None,
         incarnation: int = 0,
         network: Network | None = None,
+        wire: str = DEFAULT_WIRE,
     ) -> None:
         self.runtime_id = runtime_id
+        # The bytes its messages travel in (joynr_sim.wire.codecs): every frame it sends is
+        # encoded, every frame it takes decoded, by the one codec.
+        self.codec = codec(wire)
+        self.wire = wire
         # Where its ports' connections come from; None: the real network's sockets.
         self.network = network
         # The node's bounds: hops, what may wait for a route (in all and per sender),
@@ -77,7 +83,7 @@ class Runtime:
         self.node_options: dict[str, Any] = dict(
             policy=policy, max_hops=max_hops, max_queued=max_queued, max_queued_bytes=max_queued_bytes,
             max_queued_per_sender=max_queued_per_sender, max_lookups_per_sender=max_lookups_per_sender,
-            limits=WireLimits(max_frame_bytes=max_frame_bytes),
+            limits=WireLimits(max_frame_bytes=max_frame_bytes), decode=self.codec.decode,
         )
         self.directory = directory
         # Generated participant ids: reproducible when the run has a seed. A runtime started

@@ -19,12 +19,13 @@ from typing import Any
 from ..core.address import InProcessAddress, WebSocketAddress, WebSocketClientAddress, to_json
 from ..core.discovery import DiscoveryEntry, DiscoveryEntryWithMetaInfo
 from ..core.limits import check_int
-from ..core.message import JoynrMessage, encode
+from ..core.message import JoynrMessage
 from ..core.multicast import MulticastId
 from ..core.node import LibJoynrNode
 from ..core.routing import RoutingEntry
 from ..transport.network import REAL
 from ..transport.websocket import WebSocketClient
+from ..wire.codecs import WireEncodeError
 from .base import FOREVER_MS, offer_route
 from .discovery import discovery_provider_participant_id, to_discovery_error
 from .joynr_runtime import JoynrRuntime
@@ -182,8 +183,14 @@ class CcConnection(Port):
             rt.carry_out(rt.node.send_failed(msg, address))
         if self.ws is None:
             failed()
-        else:
-            self.ws.send_soon(encode(msg), failed)
+            return
+        try:
+            frame = rt.codec.encode(msg)
+        except WireEncodeError as exc:  # a message joynr's JSON cannot carry: as unsendable
+            rt.log_failure(f"message {msg.id} not sent", exc)
+            failed()
+            return
+        self.ws.send_soon(frame, failed)
 
 
 class ParentDirectory:

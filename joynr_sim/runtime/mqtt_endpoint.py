@@ -25,7 +25,7 @@ from ..core.actions import Action, Drop, Send
 from ..core.address import MqttAddress
 from ..core.limits import InvalidField, check_unicast_topic, shorten
 from ..core.links import LinkRegistry
-from ..core.message import MULTICAST, JoynrMessage, encode
+from ..core.message import MULTICAST, JoynrMessage
 from ..core.node import Node
 from ..store.group_commit import after_commit
 from ..store.outbox import Outbox
@@ -34,6 +34,7 @@ from ..transport.mqtt import MqttConnection
 from ..transport.mqtt_topics import check_publish_topic, multicast_topic, unicast_topic
 from ..transport.network import REAL
 from ..transport.paho_client import Delivery
+from ..wire.codecs import WireEncodeError
 from .action_trace import trace_action
 from .ports import Carrier, Network, Port
 from .sessions import BrokerSessions
@@ -270,9 +271,9 @@ class MqttEndpoint(Port):
                 full_topic = check_publish_topic(multicast_topic(topic), "to.topic")
             else:  # checked as the target it is: a route's topic must not reach a multicast topic
                 full_topic = unicast_topic(check_unicast_topic(topic, "to.topic"))
-        except InvalidField as exc:
+            payload = self.host.codec.encode(msg)
+        except (InvalidField, WireEncodeError) as exc:
             return ("invalid-message", str(exc))
-        payload = encode(msg)
         tag = _tag(msg)
         sessions = self._live_sessions()
         sessions.publishing(conn, tag, full_topic, payload)

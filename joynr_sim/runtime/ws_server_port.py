@@ -15,9 +15,10 @@ from typing import TYPE_CHECKING, Any
 
 from ..core.actions import Drop
 from ..core.address import WebSocketClientAddress
-from ..core.message import JoynrMessage, encode
+from ..core.message import JoynrMessage
 from ..transport.network import REAL
 from ..transport.websocket import WebSocketServer
+from ..wire.codecs import WireEncodeError
 from .ports import Carrier, Port
 
 if TYPE_CHECKING:
@@ -68,4 +69,10 @@ class WebSocketServerPort(Port):
     def _send(self, msg: JoynrMessage, address: WebSocketClientAddress) -> None:
         cc = self.cc
         assert self.server is not None
-        self.server.send_soon(address.id, encode(msg), lambda: cc.carry_out(cc.node.send_failed(msg, address)))
+        try:
+            frame = cc.codec.encode(msg)
+        except WireEncodeError as exc:  # a message joynr's JSON cannot carry: as unsendable
+            cc.log_failure(f"message {msg.id} not sent", exc)
+            cc.carry_out(cc.node.send_failed(msg, address))
+            return
+        self.server.send_soon(address.id, frame, lambda: cc.carry_out(cc.node.send_failed(msg, address)))

@@ -27,6 +27,7 @@ from ...core.routing import Origin, PutResult, RoutingEntry
 from ...runtime.handle import DEFAULT_TTL_MS
 from ...runtime.participants import INTERFACES, ProviderSkeleton
 from ...trace import TraceWriter
+from ...wire.codecs import DEFAULT_WIRE
 from ..process.groups import HostGroup
 from ..process.host_process import HostProcess
 from ..process.pool import HostPool
@@ -63,7 +64,7 @@ class RemoteRuntime:
     def __init__(
         self, runtime_id: str, *, run_dir: str | Path, run_id: str, clock: SimClock, policy: str = "precedence",
         max_hops: int = 32, seed: int | None = None, options: Mapping[str, Any] | None = None,
-        hosts: HostPool | JoinedHosts | None = None, group: HostGroup | None = None,
+        hosts: HostPool | JoinedHosts | None = None, group: HostGroup | None = None, wire: str = DEFAULT_WIRE,
     ) -> None:
         if not isinstance(policy, str):
             raise TypeError(
@@ -79,7 +80,10 @@ class RemoteRuntime:
         self.policy = policy
         self.max_hops = max_hops
         self.seed = seed
-        self.options = check_options(self.kind, dict(options or {}))
+        # The wire is a constructor option of the runtime in the host (not the spec's: a host
+        # of the default wire is asked nothing new).
+        wired = {} if wire == DEFAULT_WIRE else {"wire": wire}
+        self.options = check_options(self.kind, {**(options or {}), **wired})
         self.running = False
         self.process: HostHandle | None = None
         self.incarnation = 0  # how many processes this runtime has had

@@ -1,0 +1,80 @@
+"""The wires a run may speak, by name: how every runtime turns a message into a frame and back.
+
+- ``joynr-sim`` (the default): the simulator's own msgpack frame (``joynr_sim.core.message``),
+  its payloads the participants' msgpack.
+- ``joynr``: the message as joynr writes it: a SMRF frame with joynr's header keys
+  (``joynr_sim.wire.joynr``) around joynr's JSON payload of its type
+  (``joynr_sim.wire.payloads``, ``joynr_sim.wire.subscription_payloads``).
+
+A runtime keeps its messages in the simulator's form whatever the wire, so the router, the
+trace and the checks see the same routing decisions on both; only the bytes on the brokers and
+WebSockets differ. A frame that decodes to no message, or to a payload that may not be used,
+is a ``MessageDecodeError`` the router drops with its reason, as on the default wire. A message
+the simulator made but joynr's JSON cannot carry raises ``WireEncodeError`` where it is sent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+from ..core.limits import WireLimits
+from ..core.message import REQUEST_REPLY_ID, InvalidMessage, JoynrMessage
+from ..core.message import decode as decode_joynr_sim
+from ..core.message import encode as encode_joynr_sim
+from .joynr import decode_joynr, encode_joynr
+from .payloads import PayloadDecodeError
+from .subscription_payloads import from_joynr_payload, to_joynr_payload
+
+JOYNR_SIM = "joynr-sim"
+JOYNR = "joynr"
+DEFAULT_WIRE = JOYNR_SIM
+
+
+class WireEncodeError(ValueError):
+    """A message this wire cannot carry (a payload joynr's JSON has no form for)."""
+
+
+@dataclass(frozen=True)
+class Codec:
+    name: str
+    encode: Callable[[JoynrMessage], bytes]
+    decode: Callable[[bytes, WireLimits], JoynrMessage]
+
+
+def _encode_joynr(msg: JoynrMessage) -> bytes:
+    try:
+        body = to_joynr_payload(msg.type, msg.payload, msg.header(REQUEST_REPLY_ID), recipient=msg.recipient)
+        return encode_joynr(replace(msg, payload=body))
+    except ValueError as exc:
+        raise WireEncodeError(f"message {msg.id} ({msg.type}) on the joynr wire: {exc}") from None
+
+
+def _decode_joynr(data: bytes, limits: WireLimits) -> JoynrMessage:
+    msg = decode_joynr(data, limits)
+    try:
+        payload, request_reply_id = from_joynr_payload(msg.type, msg.payload, limits, recipient=msg.recipient)
+    except PayloadDecodeError as exc:
+        raise InvalidMessage(f"pl.{exc.field}", str(exc)) from None
+    headers = msg.custom_headers
+    if request_reply_id is not None:
+        header = msg.header(REQUEST_REPLY_ID)
+        if header is None:  # joynr's payload names it; the simulator's runtimes read the header
+            headers = (*headers, (REQUEST_REPLY_ID, request_reply_id))
+        elif header != request_reply_id:
+            raise InvalidMessage("pl.requestReplyId", f"{request_reply_id!r}, the header says {header!r}")
+    return replace(msg, payload=payload, custom_headers=headers)
+
+
+WIRES: dict[str, Codec] = {
+    JOYNR_SIM: Codec(JOYNR_SIM, encode_joynr_sim, decode_joynr_sim),
+    JOYNR: Codec(JOYNR, _encode_joynr, _decode_joynr),
+}
+
+
+def codec(name: str) -> Codec:
+    """The wire named ``name``; a ValueError naming the choices for any other."""
+    found = WIRES.get(name) if isinstance(name, str) else None
+    if found is None:
+        raise ValueError(f"wire: expected one of {', '.join(WIRES)}, got {str(name)[:40]!r}")
+    return found
