@@ -40,6 +40,7 @@ from .host.join.console import add_parser as add_host_parser
 from .host.process.event_loop import event_loop_choice
 from .host.ray.ray_hosts import check_options, joined
 from .network import MEMORY, NETWORKS, check_network
+from .wire.codecs import WIRES
 
 _CELL = {"replaced": "[green]replace[/]", "refused": "[red]refuse[/]", "merged": "merge"}
 
@@ -212,7 +213,7 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
                          seed=args.seed, gcd_store=args.gcd_store, console=console, report=args.report,
                          check=args.check, junit=args.junit, jobs=args.jobs, hosts=hosts,
                          join=(args.join, args.join_hosts, args.join_timeout) if args.join else None,
-                         network=args.network, gcd_last_seen_timeout_ms=args.gcd_last_seen_timeout)
+                         network=args.network, gcd_last_seen_timeout_ms=args.gcd_last_seen_timeout, wire=args.wire)
 
 
 MAX_HOSTS = 1024
@@ -326,6 +327,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--hosts", metavar="N|cores|ray", help="runtimes in N host processes (a cluster controller and "
                    "its libjoynr runtimes share one), cores: one per core, ray: one per CPU of a Ray cluster, as "
                    "Ray actors (default: one process per runtime; for a fleet scenario: cores)")
+    p.add_argument("--wire", choices=list(WIRES), help="the bytes messages travel in: joynr-sim (the default, "
+                   "msgpack frames) or joynr (SMRF frames with joynr's headers and JSON payloads)")
     p.add_argument("--ray", metavar="ADDRESS", help="with --hosts ray: the Ray cluster's head, HOST:PORT (default: a "
                    "Ray instance of this command's own, on loopback)")
     p.set_defaults(func=cmd_run)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -119,3 +120,15 @@ async def test_runs_side_by_side_keep_their_own_virtual_time(tmp_path):
     together = await asyncio.gather(*(run_scenario(scenario, tmp_path / f"t{i}", seed=8, network="memory")
                                       for i in range(2)))
     assert {digest(r.run_dir) for r in together} == {digest(alone.run_dir)}
+
+
+async def test_the_joynr_wire_gives_every_trace_byte_for_byte_as_the_default_wire(tmp_path):
+    """The wire is bytes between runtimes, not routing: the whole library on joynr's wire
+    (SMRF frames, joynr's JSON payloads) passes and traces exactly what the default wire does."""
+    default = await run_library(tmp_path / "default", seed=4)
+    on_joynr = {}
+    for scenario in load_scenarios(LIBRARY):
+        result = await run_scenario(replace(scenario, wire="joynr"), tmp_path / "joynr", seed=4, network="memory")
+        assert result.passed, f"{scenario.name} on the joynr wire: {result.error or result.failed_step}"
+        on_joynr[scenario.name] = traces(result.run_dir)
+    assert on_joynr == default

@@ -72,6 +72,7 @@ def run_scenarios(
     hosts: int | str | None = None,
     network: str | None = None,
     gcd_last_seen_timeout_ms: int | None = None,
+    wire: str | None = None,
 ) -> int:
     """Run the scenarios under ``paths``; returns the exit status (see the module). With
     ``report``, the HTML report of the runs goes to ``out/report/`` and its index is printed,
@@ -79,7 +80,8 @@ def run_scenarios(
     runs the policy matrix. ``join``: (run name,
     hosts, seconds to wait for them): the runtimes run on hosts that joined (``host.join``).
     ``hosts`` and ``network``: see ``run_scenario``. ``gcd_last_seen_timeout_ms`` switches the
-    GCD's last-seen sweep on in every scenario, over what a scenario says."""
+    GCD's last-seen sweep on in every scenario, over what a scenario says. ``wire``: the bytes
+    every run's messages travel in (``joynr_sim.wire.codecs``; None: the default wire)."""
     err = Console(stderr=True)
 
     def refuse(message: str) -> int:
@@ -95,6 +97,8 @@ def run_scenarios(
         return refuse(f"no scenario files in {', '.join(map(str, paths))}")
     if gcd_last_seen_timeout_ms is not None:
         scenarios = [replace(s, gcd_last_seen_timeout_ms=gcd_last_seen_timeout_ms) for s in scenarios]
+    if wire is not None:
+        scenarios = [replace(s, wire=wire) for s in scenarios]
     matrix = policy == ALL_POLICIES
     policies = list(RULE_SET_NAMES) if matrix else [policy]
     problem = (check_inputs(scenarios, out=out, broker=broker, gcd_store=gcd_store,

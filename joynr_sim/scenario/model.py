@@ -219,6 +219,9 @@ class Scenario:
     fleet: Fleet | None = None
     # The GCD's last-seen sweep (seed 001's removal of outdated entries): on with a timeout.
     gcd_last_seen_timeout_ms: int | None = None
+    # The bytes the run's messages travel in (joynr_sim.wire.codecs): the run's choice
+    # (run --wire), not the file's: the routing a scenario tests is the same on every wire.
+    wire: str = "joynr-sim"
 
     @property
     def checks(self) -> bool:

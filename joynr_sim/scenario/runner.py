@@ -228,7 +228,7 @@ async def run_scenario(
                 hosts = fleet_hosts(scenario.fleet, hosts)
             sim = Simulation(run_dir, gbids=list(scenario.backends), broker=broker, network=network,
                              policy=rule_set(scenario.policy, result.column),
-                             gcd_last_seen_timeout_ms=scenario.gcd_last_seen_timeout_ms,
+                             gcd_last_seen_timeout_ms=scenario.gcd_last_seen_timeout_ms, wire=scenario.wire,
                              run_id=result.run_id, seed=seed, gcd_store=gcd_store,
                              hosts=hosts,
                              broker_autosave=scenario.fleet.broker_autosave if scenario.fleet else None,
