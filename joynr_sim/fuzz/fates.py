@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import msgpack
+from .frames import frame_key
 
 
 class TraceTail:
@@ -45,7 +46,9 @@ class Expected:
     other fate is in (``settle``); what is left of N was not one of this batch's frames (a
     message routed on from another runtime, a frame of an earlier batch)."""
 
-    def __init__(self) -> None:
+    def __init__(self, key: Callable[[bytes], tuple[str, int] | None] = frame_key) -> None:
+        # The id and hop count a frame carries, read as the run's wire writes them.
+        self._key = key
         self.sent: Counter = Counter()  # (rt, via) -> frames
         self.fates: Counter = Counter()  # (rt, via) -> frames with a fate
         self._ids: Counter = Counter()  # (rt, via, id, hops) -> frames not yet seen arriving
@@ -54,7 +57,7 @@ class Expected:
 
     def add(self, rt: str, via: str, frame: bytes) -> None:
         self.sent[(rt, via)] += 1
-        key = _frame_key(frame)
+        key = self._key(frame)
         if key is not None:
             self._ids[(rt, via, *key)] += 1
 
@@ -106,14 +109,3 @@ class Expected:
         return {f"{rt}/{via}": n - self.fates[(rt, via)] for (rt, via), n in self.sent.items()
                 if self.fates[(rt, via)] < n}
 
-
-def _frame_key(frame: bytes) -> tuple[str, int] | None:
-    """The id and hop count of a frame, where both slots have a message's types."""
-    try:
-        fields = msgpack.unpackb(frame, raw=False)
-        mid, hops = fields[2], fields[9]
-    except Exception:
-        return None
-    if isinstance(mid, str) and isinstance(hops, int) and not isinstance(hops, bool):
-        return mid, hops
-    return None

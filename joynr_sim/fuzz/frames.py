@@ -18,7 +18,8 @@ from typing import Any
 import msgpack
 from hypothesis import strategies as st
 
-from ..core.message import EFFORTS, MESSAGE_TYPES, WIRE_VERSION
+from ..core.address import from_json
+from ..core.message import EFFORTS, MESSAGE_TYPES, WIRE_VERSION, JoynrMessage
 
 SLOTS = ("v", "t", "id", "f", "to", "rt", "ex", "ef", "ch", "h", "pl")
 ID_PREFIX = "fz-"
@@ -71,7 +72,7 @@ def reply_tos(draw: st.DrawFn) -> Any:
 # replyTo topics that are MQTT topics but no unicast target: the reply's "<topic>/low" is outside
 # every client's grants (a multicast topic, a deeper level of one's own prefix, an empty level).
 MULTILEVEL_TOPICS = ["fuzzer/x", "cc1/low/x", "a/b", "joynr-sim-multicast/p/b", "/", "x/", "cc2//"]
-_multilevel_reply_tos = st.sampled_from(MULTILEVEL_TOPICS).map(
+multilevel_reply_tos = st.sampled_from(MULTILEVEL_TOPICS).map(
     lambda topic: json.dumps({"_typeName": "joynr.system.RoutingTypes.MqttAddress", "brokerUri": "gbid1",
                               "topic": topic}))
 
@@ -106,6 +107,15 @@ def valid_slots(to: str, sender: str | None = None, reply_topic: str = "fuzzer")
     }
 
 
+def valid_message(to: str, sender: str | None = None, reply_topic: str = "fuzzer") -> JoynrMessage:
+    """The request of ``valid_slots`` as a message, for a wire other than the default one to
+    encode: the same fresh id, sender and replyTo."""
+    slots = valid_slots(to, sender, reply_topic)
+    return JoynrMessage(slots["t"], slots["f"], slots["to"], slots["ex"], slots["pl"], id=slots["id"],
+                        reply_to=from_json(slots["rt"]), effort=slots["ef"],
+                        custom_headers=tuple((k, v) for k, v in slots["ch"]), hops=slots["h"])
+
+
 _types = st.sampled_from(sorted(MESSAGE_TYPES))
 _only_reply_to = st.integers(0, 19).map(lambda n: n == 0)  # one frame in 20
 _efforts = st.sampled_from(sorted(EFFORTS))
@@ -115,7 +125,7 @@ _hostile_slots = st.sets(st.sampled_from(SLOTS + ("id", "f", "to", "rt", "ex", "
 _mostly_text = st.one_of(hostile_texts, hostile_texts, hostile_texts, wrong_types)
 _slot_values = {
     "id": _mostly_text, "f": _mostly_text, "to": _mostly_text,
-    "rt": reply_tos() | _multilevel_reply_tos | hostile_values,
+    "rt": reply_tos() | multilevel_reply_tos | hostile_values,
     "ch": st.lists(st.lists(hostile_values, max_size=3), max_size=3) | st.just([["k", "v"]] * 33) | hostile_values,
     "pl": st.binary(max_size=64) | hostile_values,
 }
@@ -129,13 +139,25 @@ def hostile_frames(draw: st.DrawFn, recipients: list[str]) -> bytes:
     if draw(_only_reply_to):
         # A request that is valid but for its replyTo topic: only such a frame reaches the
         # provider, whose reply would go to that topic.
-        slots["rt"] = draw(_multilevel_reply_tos)
+        slots["rt"] = draw(multilevel_reply_tos)
         return msgpack.packb([slots[s] for s in SLOTS], use_bin_type=True)
     slots["t"] = draw(_types)
     slots["ef"] = draw(_efforts)
     for name in sorted(draw(_hostile_slots)):
         slots[name] = draw(_slot_values.get(name, hostile_values))
     return msgpack.packb([slots[s] for s in SLOTS], use_bin_type=True)
+
+
+def frame_key(frame: bytes) -> tuple[str, int] | None:
+    """The id and hop count of a frame, where both slots have a message's types."""
+    try:
+        fields = msgpack.unpackb(frame, raw=False)
+        mid, hops = fields[2], fields[9]
+    except Exception:
+        return None
+    if isinstance(mid, str) and isinstance(hops, int) and not isinstance(hops, bool):
+        return mid, hops
+    return None
 
 
 def frame_id(frame: bytes) -> str | None:
