@@ -18,14 +18,16 @@ from joynr_sim.fuzz.harness import Fuzzer, draw_frames, fuzz
 from joynr_sim.fuzz.insiders import FLOOD_SENDER, FloodReport
 from joynr_sim.fuzz.intruders import CONNECT_KINDS, WS_KINDS, ConnectReport, PreauthReport
 from joynr_sim.simulation import Simulation
+from joynr_sim.wire.codecs import JOYNR, JOYNR_SIM
 
 FLOOD = 1_500  # past the 1,000 drops that mute a sender: on a broker that takes it in 10 s, some is only counted
 
 
 @pytest.mark.e2e
-@pytest.mark.parametrize("broker", ["amqtt", "mosquitto"])
-async def test_a_fuzz_run_crashes_nothing_and_accounts_for_every_frame(tmp_path, broker):
-    report = await fuzz(tmp_path, frames=600, batch=200, broker=broker, seed_value=7,
+@pytest.mark.parametrize("broker, wire", [("amqtt", JOYNR_SIM), ("mosquitto", JOYNR_SIM), ("amqtt", JOYNR)])
+async def test_a_fuzz_run_crashes_nothing_and_accounts_for_every_frame(tmp_path, broker, wire):
+    # On either wire: the hostile frames, the flood and the intruders' messages are written in it.
+    report = await fuzz(tmp_path, frames=600, batch=200, broker=broker, wire=wire, seed_value=7,
                         flood=FLOOD, connects=3, ws_attempts=1)
     assert report.failures() == []
     assert report.crashes == 0 and report.reconnects == 0 and report.cut == 0

@@ -18,6 +18,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from ..wire.codecs import DEFAULT_WIRE, WIRES
 from .harness import FuzzReport, fuzz
 
 
@@ -26,6 +27,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--frames", type=int, default=100_000, help="hostile frames to send (default 100000)")
     parser.add_argument("--batch", type=int, default=1_000, help="frames between two health calls")
     parser.add_argument("--broker", default="mosquitto", choices=["amqtt", "mosquitto"])
+    parser.add_argument("--wire", default=DEFAULT_WIRE, choices=list(WIRES),
+                        help=f"what every runtime speaks, and so the frames (default {DEFAULT_WIRE})")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--flood", type=int, default=5_000,
                         help="valid requests one sender floods cc2 with (default 5000; 0: no flood)")
@@ -57,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
             run_dir = str(args.run_dir)
         try:
             report = asyncio.run(fuzz(Path(run_dir), frames=args.frames, batch=args.batch, broker=args.broker,
-                                      seed_value=args.seed, flood=args.flood, connects=args.connects,
+                                      wire=args.wire, seed_value=args.seed, flood=args.flood, connects=args.connects,
                                       ws_attempts=args.ws_attempts, progress=progress,
                                       phase=lambda what: console.print(f"  {what}", highlight=False)))
             failure = None
@@ -66,7 +69,8 @@ def main(argv: list[str] | None = None) -> int:
     if report is None:
         console.print(f"[red]fuzz failed: {failure}[/]")
         return 1
-    table = Table(title=f"fuzz: {args.broker}, seed {args.seed}, {time.perf_counter() - started:.0f} s")
+    elapsed = time.perf_counter() - started
+    table = Table(title=f"fuzz: {args.broker}, wire {args.wire}, seed {args.seed}, {elapsed:.0f} s")
     table.add_column("what")
     table.add_column("count", justify="right")
     for name, count in report.rows():

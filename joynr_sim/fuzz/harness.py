@@ -37,10 +37,12 @@ from ..core.address import MqttAddress
 from ..core.gcd import GCD_PARTICIPANT_ID, GCD_TOPIC
 from ..runtime.participants import EchoProvider
 from ..simulation import Simulation
+from ..wire.codecs import DEFAULT_WIRE
 from .fates import COUNTED, Expected, TraceTail
-from .frames import hostile_frames, reply_topic, restart_ids
+from .frames import restart_ids
 from .insiders import FloodReport, flood_phase
 from .intruders import ConnectReport, PreauthReport, connect_phase, preauth_phase
+from .wires import source
 
 PROVIDER = "fuzz-echo"
 # Where frames go: (runtime that receives, transport, MQTT topic or None for WebSocket).
@@ -53,16 +55,17 @@ def qos_of(n: int, targets: int = len(TARGETS)) -> int:
     return 0 if (n // targets) % 3 == 2 else 1
 
 
-def draw_frames(count: int, recipients: list[str], seed_value: int, first_id: int = 0) -> list[bytes]:
-    """``count`` frames from the Hypothesis strategy, reproducibly for one seed; their own
-    message ids are numbered from ``first_id``."""
+def draw_frames(count: int, recipients: list[str], seed_value: int, first_id: int = 0,
+                wire: str = DEFAULT_WIRE) -> list[bytes]:
+    """``count`` frames from the Hypothesis strategy of ``wire``, reproducibly for one seed;
+    their own message ids are numbered from ``first_id``."""
     frames: list[bytes] = []
     restart_ids(first_id)
 
     @seed(seed_value)
     @settings(max_examples=count, database=None, phases=[Phase.generate], deadline=None,
               suppress_health_check=list(HealthCheck))
-    @given(hostile_frames(recipients))
+    @given(source(wire).hostile_frames(recipients))
     def collect(frame: bytes) -> None:
         frames.append(frame)
 
@@ -133,6 +136,7 @@ class Fuzzer:
         self.sim = sim
         self.targets = targets
         self.report = FuzzReport()
+        self.source = source(sim.wire)  # the frames of the run's wire: how to read their ids and replyTo
         self._tails: dict[str, TraceTail] = {}
         # Called with (runtime, event) for every event read: the later phases' own accounting.
         self.observers: list[Callable[[str, dict[str, Any]], None]] = []
@@ -163,7 +167,7 @@ class Fuzzer:
 
     async def batch(self, frames: list[bytes], timeout_s: float = 60.0) -> None:
         """Send one batch spread over the targets, then check fates and a call."""
-        expected = Expected()
+        expected = Expected(self.source.frame_key)
         pending = []
         for n, frame in enumerate(frames):
             rt, via, topic = self.targets[n % len(self.targets)]
@@ -175,7 +179,7 @@ class Fuzzer:
                 assert self.consumer.ws is not None
                 await self.consumer.ws.send(frame)
             expected.add(rt, via, frame)
-            self.report.multilevel_reply_to += "/" in (reply_topic(frame) or "")
+            self.report.multilevel_reply_to += "/" in (self.source.reply_topic(frame) or "")
         for info in pending:
             await asyncio.to_thread(info.wait_for_publish, timeout_s)
         self.report.sent.update(expected.sent)
@@ -234,8 +238,8 @@ class Fuzzer:
         self.report.surplus += expected.surplus
 
 
-async def fuzz(run_dir: Path, *, frames: int, batch: int = 500, broker: str = "mosquitto", seed_value: int = 0,
-               flood: int = 0, connects: int = 0, ws_attempts: int = 0,
+async def fuzz(run_dir: Path, *, frames: int, batch: int = 500, broker: str = "mosquitto", wire: str = DEFAULT_WIRE,
+               seed_value: int = 0, flood: int = 0, connects: int = 0, ws_attempts: int = 0,
                progress: Callable[[FuzzReport], None] | None = None,
                phase: Callable[[str], None] | None = None) -> FuzzReport:
     """Send ``frames`` hostile frames in batches, then the phases asked for: a flood of
@@ -243,9 +247,12 @@ async def fuzz(run_dir: Path, *, frames: int, batch: int = 500, broker: str = "m
     connections of each kind (0: the phase is left out). Hypothesis draws the next batch in
     a worker process while this one is sent: drawing costs about as much as everything else
     (the profile: 90% of a single-process run was the Hypothesis engine). ``phase`` is told
-    the name of each phase as it begins."""
+    the name of each phase as it begins. ``wire``: what every runtime speaks
+    (``joynr_sim.wire.codecs``), and so what the hostile frames, the flood and the
+    intruders' messages are written in."""
     # The fuzzer writes into a libjoynr runtime's own WebSocket: the runtimes stay in this process.
-    async with Simulation(run_dir, gbids=["gbid1"], broker=broker, seed=seed_value, processes=False) as sim:
+    async with Simulation(run_dir, gbids=["gbid1"], broker=broker, seed=seed_value, processes=False,
+                          wire=wire) as sim:
         fuzzer = Fuzzer(sim)
         await fuzzer.start()
         loop = asyncio.get_running_loop()
@@ -254,7 +261,7 @@ async def fuzz(run_dir: Path, *, frames: int, batch: int = 500, broker: str = "m
             def draw(start: int) -> asyncio.Future:
                 n = min(batch, frames - start)
                 return loop.run_in_executor(pool, draw_frames, n, fuzzer.recipients,
-                                            seed_value * 1_000_003 + start, start)
+                                            seed_value * 1_000_003 + start, start, sim.wire)
 
             try:
                 done = 0

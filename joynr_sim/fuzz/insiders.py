@@ -154,7 +154,8 @@ async def flood_phase(fuzzer: Fuzzer, frames: int) -> FloodReport:
     user, password = sim.brokers.credentials(FLOOD_SENDER)
     expiry = sim.clock.now_ms() + 600_000  # longer than the run: no flood frame expires on the way
     publishing = asyncio.ensure_future(_publish(
-        [host, str(port), user, password, f"{TARGET}/low", str(frames), FLOOD_SENDER, str(expiry), FLOOD_PREFIX]))
+        [host, str(port), user, password, f"{TARGET}/low", str(frames), FLOOD_SENDER, str(expiry), FLOOD_PREFIX,
+         sim.wire]))
     report.during = await _calls_while(fuzzer.proxy, publishing)
     code, report.publisher = publishing.result()
     if code == 0:

@@ -31,7 +31,6 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import msgpack
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake
 
@@ -39,7 +38,7 @@ from brokers.probe import connect_packet, probe
 
 from ..core.address import WebSocketClientAddress, to_dict
 from ..transport.websocket import HANDSHAKE_TIMEOUT_S, REFUSED
-from .frames import SLOTS, valid_slots
+from .wires import valid_frame
 
 if TYPE_CHECKING:
     from .harness import Fuzzer
@@ -201,9 +200,9 @@ async def _noticed(fuzzer: Fuzzer, runtime: str) -> bool:
         fuzzer.observers.remove(notice)
 
 
-def _first_frames(kind: str, n: int, victim: str) -> list[bytes | str]:
+def _first_frames(kind: str, n: int, victim: str, wire: str) -> list[bytes | str]:
     """What a connection of ``kind`` sends before the server's verdict; ``victim``: the id
-    of a runtime connected to the server."""
+    of a runtime connected to the server; ``wire``: what the runtimes speak."""
     claim = to_dict(WebSocketClientAddress(victim))
     if kind == "garbage text":
         return [f"garbage {n} \u2603 {{["]
@@ -214,12 +213,11 @@ def _first_frames(kind: str, n: int, victim: str) -> list[bytes | str]:
     if kind == "another's id, wrong token":
         return [json.dumps({**claim, "token": f"wrong-{n}"})]
     if kind == "binary first frame":
-        slots = valid_slots(victim)  # a joynr message, as a client sends once accepted
-        return [msgpack.packb([slots[s] for s in SLOTS], use_bin_type=True)]
+        return [valid_frame(wire, victim)]  # a joynr message, as a client sends once accepted
     return []
 
 
-async def _attempt(url: str, kind: str, n: int, victim: str) -> int | None:
+async def _attempt(url: str, kind: str, n: int, victim: str, wire: str) -> int | None:
     """One connection: its first frame, then until the server closes it. The close code,
     0 for a connection ended without one, None when it was still open after the
     handshake's time (then it is closed here)."""
@@ -228,7 +226,7 @@ async def _attempt(url: str, kind: str, n: int, victim: str) -> int | None:
     except (OSError, InvalidHandshake, TimeoutError):
         return 0
     try:
-        for frame in _first_frames(kind, n, victim):
+        for frame in _first_frames(kind, n, victim, wire):
             with contextlib.suppress(ConnectionClosed):
                 await ws.send(frame)
         try:
@@ -259,7 +257,7 @@ async def preauth_phase(fuzzer: Fuzzer, per_kind: int) -> PreauthReport:
         url = f"ws://{cc1.ws_host}:{cc1.ws_port}/"
         attempts = [(kind, n) for n in range(per_kind) for kind in WS_KINDS]
         victim = fuzzer.consumer.runtime_id
-        codes = await asyncio.gather(*(_attempt(url, kind, n, victim) for kind, n in attempts))
+        codes = await asyncio.gather(*(_attempt(url, kind, n, victim, fuzzer.sim.wire) for kind, n in attempts))
         for (kind, _), code in zip(attempts, codes):
             report.tried[kind] += 1
             report.codes["still open" if code is None else str(code or "closed")] += 1

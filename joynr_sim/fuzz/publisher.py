@@ -3,9 +3,9 @@ the simulation's CPU: N valid requests for participants nobody knows, at QoS 1, 
 sender, as fast as the broker takes them. Its last message comes from another sender (not
 held to the flood's share) with the id ``<prefix>end``: one publisher's messages on one
 topic arrive in order, so once the cluster controller has traced that one, it has taken
-every message of the flood.
+every message of the flood. WIRE: what the runtimes speak (``joynr_sim.wire.codecs``).
 
-    python -m joynr_sim.fuzz.publisher HOST PORT USER PASSWORD TOPIC N SENDER EXPIRY_MS PREFIX
+    python -m joynr_sim.fuzz.publisher HOST PORT USER PASSWORD TOPIC N SENDER EXPIRY_MS PREFIX WIRE
 """
 
 from __future__ import annotations
@@ -17,14 +17,16 @@ import paho.mqtt.client as paho
 from paho.mqtt.enums import CallbackAPIVersion
 
 from ..core.address import MqttAddress
-from ..core.message import REQUEST, REQUEST_REPLY_ID, JoynrMessage, encode
+from ..core.message import REQUEST, REQUEST_REPLY_ID, JoynrMessage
 from ..runtime.participants import encode_request
+from ..wire.codecs import codec
 
 PUBLISH_TIMEOUT_S = 300
 
 
 def main(host: str, port: str, user: str, password: str, topic: str, n: str, sender: str, expiry_ms: str,
-         prefix: str) -> int:
+         prefix: str, wire: str) -> int:
+    encode = codec(wire).encode
     client = paho.Client(CallbackAPIVersion.VERSION2, client_id=user, protocol=paho.MQTTv311)
     client.username_pw_set(user, password)
     client.max_inflight_messages_set(500)
@@ -40,7 +42,7 @@ def main(host: str, port: str, user: str, password: str, topic: str, n: str, sen
                            custom_headers=((REQUEST_REPLY_ID, f"{prefix}{i}"),), id=f"{prefix}{i}")
         sent.append(client.publish(topic, encode(msg), qos=1))
     end = JoynrMessage(REQUEST, f"{sender}-end", "nobody-at-the-end", int(expiry_ms), payload, reply_to=reply_to,
-                       id=f"{prefix}end")
+                       custom_headers=((REQUEST_REPLY_ID, f"{prefix}end"),), id=f"{prefix}end")
     sent.append(client.publish(topic, encode(end), qos=1))
     for info in sent:
         info.wait_for_publish(PUBLISH_TIMEOUT_S)
