@@ -19,6 +19,9 @@ That pair is measured twice: with every runtime in a host process of its own, an
 runtimes placed as a fleet places them (``hosts=2``: each cluster controller and its
 libjoynr runtime share a host process, so the WebSocket hop between them stays in one
 process and one event loop).
+
+The call and the in-host call are measured once more on the joynr wire (SMRF frames with
+joynr's JSON payloads, ``joynr_sim.wire``), each as a ratio to its own default-wire figure.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from paho.mqtt.enums import CallbackAPIVersion
 from joynr_sim.core.address import MqttAddress
 from joynr_sim.runtime.participants import EchoProvider
 from joynr_sim.simulation import Simulation
+from joynr_sim.wire.codecs import DEFAULT_WIRE, JOYNR
 
 
 def _percentile(samples: list[float], p: float) -> float:
@@ -99,11 +103,12 @@ async def warm_echo_proxy(sim: Simulation) -> Any:
 
 
 async def _calls(broker: str, n: int, faults: bool, raw_too: bool,
-                 processes: bool = True) -> tuple[list[float], list[float]]:
+                 processes: bool = True, wire: str = DEFAULT_WIRE) -> tuple[list[float], list[float]]:
     """Seconds per call, one at a time; and, when asked, raw paho round trips next to them."""
     raw: list[float] = []
     with tempfile.TemporaryDirectory() as tmp:
-        async with Simulation(Path(tmp), gbids=["gbid1"], broker=broker, faults=faults, processes=processes) as sim:
+        async with Simulation(Path(tmp), gbids=["gbid1"], broker=broker, faults=faults, processes=processes,
+                              wire=wire) as sim:
             proxy = await warm_echo_proxy(sim)
             e2e = []
             for i in range(n):
@@ -115,12 +120,13 @@ async def _calls(broker: str, n: int, faults: bool, raw_too: bool,
     return e2e, raw
 
 
-async def _calls_in_host(broker: str, n: int, hosts: int | None = None) -> float:
+async def _calls_in_host(broker: str, n: int, hosts: int | None = None, wire: str = DEFAULT_WIRE) -> float:
     """Calls per second of ``n`` calls driven one at a time inside the consumer's host
     process, with no fault proxies: the request/reply path alone. ``hosts=2``: each
     cluster controller shares its host with its libjoynr runtime, as a fleet places them."""
     with tempfile.TemporaryDirectory() as tmp:
-        async with Simulation(Path(tmp), gbids=["gbid1"], broker=broker, faults=False, hosts=hosts) as sim:
+        async with Simulation(Path(tmp), gbids=["gbid1"], broker=broker, faults=False, hosts=hosts,
+                              wire=wire) as sim:
             proxy = await warm_echo_proxy(sim)
             done = await proxy.runtime.load(proxy.participant_id, proxy.provider_participant_id, "echo", ["m"],
                                             calls=n, concurrency=1)
@@ -135,6 +141,8 @@ async def _measure(broker: str, n: int) -> list[dict]:
     in_process, _ = await _calls(broker, n, faults=True, raw_too=False, processes=False)
     in_host = await _calls_in_host(broker, n)
     in_shared_host = await _calls_in_host(broker, n, hosts=2)
+    on_joynr, _ = await _calls(broker, n, faults=True, raw_too=False, wire=JOYNR)
+    in_host_on_joynr = await _calls_in_host(broker, n, wire=JOYNR)
     rows = []
     for name, samples in (("raw paho round trip", raw), ("joynr-sim request/reply", e2e)):
         rate = len(samples) / sum(samples)
@@ -173,6 +181,22 @@ async def _measure(broker: str, n: int) -> list[dict]:
         "name": "request/reply in host processes ÷ in the runner's process",
         "value": (len(e2e) / sum(e2e)) / (len(in_process) / sum(in_process)),
         "unit": "ratio",
+    })
+    # The joynr wire (SMRF frames, joynr's JSON payloads) against the default wire, each path
+    # measured both ways in this run: what joynr's bytes cost the same routing.
+    rows.append({"group": broker, "name": "request/reply on the joynr wire rate",
+                 "value": len(on_joynr) / sum(on_joynr), "unit": "calls/s"})
+    rows.append({
+        "group": broker,
+        "name": "request/reply on the joynr wire ÷ on the default wire",
+        "value": (len(on_joynr) / sum(on_joynr)) / (len(e2e) / sum(e2e)),
+        "unit": "ratio (target >= 0.8)",
+    })
+    rows.append({
+        "group": broker,
+        "name": "request/reply in the consumer's host, no fault proxies, on the joynr wire ÷ on the default wire",
+        "value": in_host_on_joynr / in_host,
+        "unit": "ratio (target >= 0.8)",
     })
     return rows
 
