@@ -25,8 +25,7 @@ from __future__ import annotations
 import struct
 import zlib
 from dataclasses import dataclass
-
-import flatbuffers
+from functools import lru_cache
 
 from ..core.limits import preview
 from ..core.message import MessageDecodeError
@@ -47,7 +46,6 @@ _IS_COMPRESSED, _HEADERS, _BODY, _IS_CUSTOM_SIGNED = range(6, 10)
 _MESSAGE_SLOTS = 10
 _KEY, _VALUE = 0, 1
 
-_U16 = struct.Struct("<H")
 _U32 = struct.Struct("<I")
 _I32 = struct.Struct("<i")
 _I64 = struct.Struct("<q")
@@ -56,6 +54,10 @@ _I64 = struct.Struct("<q")
 class SmrfDecodeError(MessageDecodeError):
     """Bytes that are not a SMRF frame this simulator accepts; ``field`` names the part
     (``version``, ``msgSize``, ``headers[2].key``, ``body``, ...)."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(field, message)
+        self.detail = message  # kept, so that a header's error can be named by its index
 
 
 @dataclass(frozen=True)
@@ -86,6 +88,37 @@ class SmrfFrame:
 
 
 # -- encoding -------------------------------------------------------------------------
+#
+# One schema, so one layout, written front to back in a single pass (the generic
+# flatbuffers.Builder cost 25 times as much: hundreds of Prep/Place calls per frame):
+#
+#   0   root uoffset -> 32
+#   4   smrf.Message vtable: 24 bytes, 36-byte table, a slot for every field
+#   28  4 bytes of padding, so that ttlMs (table + 8) is 8-aligned
+#   32  smrf.Message: soffset, recipient, ttlMs, sender, headers, body, the five bools
+#   68  the header vector: count, then a uoffset per header table
+#       the smrf.Header vtable (8 bytes), shared by every header table
+#       the header tables: soffset, key, value (12 bytes each)
+#       the strings: recipient, sender, then each header's key and value, each a uint32
+#       length, the UTF-8 bytes, a NUL, zeros to the next multiple of 4
+#       the body vector: a uint32 length and the bytes, last, so a frame's size is its
+#       body's plus a constant
+#
+# Every uoffset points forward, as FlatBuffers' are unsigned; every field is written, the
+# schema's defaults among them, which any FlatBuffers reader takes.
+
+_MESSAGE_VTABLE = (24, 36, 4, 16, 8, 28, 29, 30, 31, 20, 24, 32)  # sizes, then offsets by slot
+_HEAD = struct.Struct("<HHI" "I12H4x" "iIqIIIBBBBB3x")  # prefix, root, vtable, smrf.Message
+_TABLE, _RECIPIENT_AT, _SENDER_AT, _HEADERS_AT, _BODY_AT = 32, 36, 48, 52, 56
+_HEADER_VECTOR = 68
+_HEADER_VTABLE = (8, 12, 4, 8)
+_ZEROS = (b"", b"\0", b"\0\0", b"\0\0\0", b"\0\0\0\0")
+
+
+@lru_cache(maxsize=64)
+def _header_section(count: int) -> struct.Struct:
+    """The header vector, the header vtable and the header tables, for ``count`` headers."""
+    return struct.Struct(f"<I{count}I4H" + "iII" * count)
 
 
 def encode_smrf(frame: SmrfFrame) -> bytes:
@@ -97,152 +130,140 @@ def encode_smrf(frame: SmrfFrame) -> bytes:
     signature = frame.signature
     if signature is not None and len(signature) > MAX_SIGNATURE_BYTES:
         raise ValueError(f"signature of {len(signature)} bytes, SMRF's prefix holds at most {MAX_SIGNATURE_BYTES}")
-    headers = sorted(((key.encode("utf-8"), value.encode("utf-8")) for key, value in frame.headers),
-                     key=lambda kv: kv[0])
+    # Sorted by key, as joynr's serialisers write them (createSortedVectorOfTables).
+    headers = sorted((key.encode("utf-8"), value.encode("utf-8")) for key, value in frame.headers)
     for (key, _), (next_key, _) in zip(headers, headers[1:]):
         if key == next_key:
             raise ValueError(f"header key {key.decode()!r} twice: SMRF's headers are a map")
-    body = zlib.compress(frame.body) if frame.compressed else frame.body
+    body = zlib.compress(frame.body) if frame.compressed else bytes(frame.body)
 
-    builder = flatbuffers.Builder(len(body) + 64 * len(headers) + 256)
-    header_offsets = []
-    for key, value in headers:
-        key_offset, value_offset = builder.CreateString(key), builder.CreateString(value)
-        builder.StartObject(2)
-        builder.PrependUOffsetTRelativeSlot(_KEY, key_offset, 0)
-        builder.PrependUOffsetTRelativeSlot(_VALUE, value_offset, 0)
-        header_offsets.append(builder.EndObject())
-    builder.StartVector(4, len(header_offsets), 4)
-    for offset in reversed(header_offsets):
-        builder.PrependUOffsetTRelative(offset)
-    headers_offset = builder.EndVector()
-    # Always a body vector, even an empty one: smrf's JavaScript reader fails on a frame
-    # without one (Buffer.from(null)).
-    body_offset = builder.CreateByteVector(bytes(body))
-    recipient = builder.CreateString(frame.recipient.encode("utf-8"))
-    sender = builder.CreateString(frame.sender.encode("utf-8"))
-
-    builder.StartObject(_MESSAGE_SLOTS)
-    builder.PrependUOffsetTRelativeSlot(_RECIPIENT, recipient, 0)
-    builder.PrependUOffsetTRelativeSlot(_SENDER, sender, 0)
-    builder.PrependInt64Slot(_TTL_MS, frame.ttl_ms, 0)
-    builder.PrependBoolSlot(_TTL_ABSOLUTE, frame.ttl_absolute, True)
-    # isSigned and isEncrypted default to true in the schema: false is written, as every
-    # SMRF serialiser does.
-    builder.PrependBoolSlot(_IS_SIGNED, False, True)
-    builder.PrependBoolSlot(_IS_ENCRYPTED, False, True)
-    builder.PrependBoolSlot(_IS_COMPRESSED, frame.compressed, False)
-    builder.PrependUOffsetTRelativeSlot(_HEADERS, headers_offset, 0)
-    builder.PrependUOffsetTRelativeSlot(_BODY, body_offset, 0)
-    builder.PrependBoolSlot(_IS_CUSTOM_SIGNED, signature is not None, False)
-    builder.Finish(builder.EndObject())
-    message = builder.Output()
+    count = len(headers)
+    header_vtable = _HEADER_VECTOR + 4 + 4 * count
+    first_table = header_vtable + 8
+    parts: list[bytes] = [b"", b""]  # the head and the header section, once the strings are placed
+    at = first_table + 12 * count
+    places = []
+    for text in (frame.recipient.encode("utf-8"), frame.sender.encode("utf-8"), *(s for kv in headers for s in kv)):
+        places.append(at)
+        size = len(text)
+        pad = 4 - (size & 3)  # the NUL and the zeros up to the next multiple of 4
+        parts += (_U32.pack(size), text, _ZEROS[pad])
+        at += 4 + size + pad
     sig = signature or b""
-    return PREFIX.pack(SMRF_VERSION, len(sig), len(message)) + message + sig
+    parts[0] = _HEAD.pack(
+        SMRF_VERSION, len(sig), at + 4 + len(body), _TABLE, *_MESSAGE_VTABLE,
+        _TABLE - 4, places[0] - _RECIPIENT_AT, frame.ttl_ms, places[1] - _SENDER_AT, _HEADER_VECTOR - _HEADERS_AT,
+        at - _BODY_AT, frame.ttl_absolute, False, False, frame.compressed, signature is not None)
+    # Vector entry n (at 72 + 4n) points to table n (at first_table + 12n).
+    fields = [count, *range(first_table - _HEADER_VECTOR - 4, first_table - _HEADER_VECTOR - 4 + 8 * count, 8),
+              *_HEADER_VTABLE]
+    for n in range(count):
+        table = first_table + 12 * n
+        fields += (table - header_vtable, places[2 + 2 * n] - table - 4, places[3 + 2 * n] - table - 8)
+    parts[1] = _header_section(count).pack(*fields)
+    parts += (_U32.pack(len(body)), body, sig)
+    return b"".join(parts)
 
 
 # -- decoding -------------------------------------------------------------------------
+#
+# Positions are into the whole frame; the FlatBuffers buffer is data[_BASE:end]. _BASE (8)
+# is a multiple of every alignment checked, so a position is aligned in the frame exactly
+# when it is in the buffer, as the C++ Verifier checks it. Every read is preceded by the
+# check that it is in bounds; each table and vtable is checked once, and a table's fields
+# are then read within it.
+
+_BASE = PREFIX.size
+_SIZES = struct.Struct("<HH")  # a vtable's own size and its table's
+_SLOTS = tuple(struct.Struct(f"<{n}H") for n in range(_MESSAGE_SLOTS + 1))
 
 
-class _Buffer:
-    """A FlatBuffers buffer read with every position checked first; positions are from
-    the buffer's start, as the C++ Verifier's alignment checks are."""
-
-    __slots__ = ("data", "size")
-
-    def __init__(self, data: bytes) -> None:
-        self.data = data
-        self.size = len(data)
-
-    def _at(self, pos: int, width: int, align: int, field: str) -> None:
-        if pos < 0 or pos + width > self.size:
-            raise SmrfDecodeError(field, f"offset {pos} (+{width}) outside the {self.size}-byte buffer")
-        if pos % align:
-            raise SmrfDecodeError(field, f"offset {pos} not aligned to {align}")
-
-    def u8(self, pos: int, field: str) -> int:
-        self._at(pos, 1, 1, field)
-        return self.data[pos]
-
-    def u16(self, pos: int, field: str) -> int:
-        self._at(pos, 2, 2, field)
-        return _U16.unpack_from(self.data, pos)[0]
-
-    def u32(self, pos: int, field: str) -> int:
-        self._at(pos, 4, 4, field)
-        return _U32.unpack_from(self.data, pos)[0]
-
-    def i64(self, pos: int, field: str) -> int:
-        self._at(pos, 8, 8, field)
-        return _I64.unpack_from(self.data, pos)[0]
-
-    def table(self, pos: int, field: str) -> _Table:
-        self._at(pos, 4, 4, field)
-        vtable = pos - _I32.unpack_from(self.data, pos)[0]
-        vt_size = self.u16(vtable, f"{field} vtable")
-        obj_size = self.u16(vtable + 2, f"{field} vtable")
-        if vt_size < 4 or vt_size % 2:
-            raise SmrfDecodeError(field, f"vtable size {vt_size}")
-        self._at(vtable, vt_size, 2, f"{field} vtable")
-        if obj_size < 4:
-            raise SmrfDecodeError(field, f"table size {obj_size}")
-        self._at(pos, obj_size, 4, field)
-        return _Table(self, pos, vtable, vt_size, obj_size, field)
-
-    def target(self, pos: int, field: str) -> int:
-        """Where the uoffset at ``pos`` points."""
-        return pos + self.u32(pos, field)
-
-    def vector(self, pos: int, elem_size: int, field: str) -> tuple[int, int]:
-        """(start of the elements, count) of the vector the uoffset at ``pos`` points to."""
-        start = self.target(pos, field)
-        count = self.u32(start, field)
-        self._at(start + 4, count * elem_size, 1, field)
-        return start + 4, count
-
-    def string(self, pos: int, field: str) -> str:
-        start, length = self.vector(pos, 1, field)
-        if start + length >= self.size or self.data[start + length] != 0:
-            raise SmrfDecodeError(field, "string without its terminating NUL")
-        try:
-            return self.data[start:start + length].decode("utf-8")
-        except UnicodeDecodeError:
-            raise SmrfDecodeError(field, f"not UTF-8: {preview(self.data[start:start + length])}") from None
+@lru_cache(maxsize=64)
+def _uoffsets(count: int) -> struct.Struct:
+    return struct.Struct(f"<{count}I")
 
 
-class _Table:
-    __slots__ = ("buf", "pos", "vtable", "vt_size", "obj_size", "name")
+def _outside(field: str, pos: int, width: int, end: int) -> SmrfDecodeError:
+    return SmrfDecodeError(field, f"offset {pos - _BASE} (+{width}) outside the {end - _BASE}-byte buffer")
 
-    def __init__(self, buf: _Buffer, pos: int, vtable: int, vt_size: int, obj_size: int, name: str) -> None:
-        self.buf, self.pos, self.vtable, self.vt_size, self.obj_size, self.name = (
-            buf, pos, vtable, vt_size, obj_size, name)
 
-    def field(self, slot: int, width: int, field: str) -> int | None:
-        """The position of the slot's value, or None when the table has not got it."""
-        entry = 4 + 2 * slot
-        if entry + 2 > self.vt_size:
-            return None
-        offset = self.buf.u16(self.vtable + entry, field)
-        if offset == 0:
-            return None
-        if offset < 4 or offset + width > self.obj_size:
-            raise SmrfDecodeError(field, f"field at {offset} (+{width}) outside its {self.obj_size}-byte table")
-        return self.pos + offset
+def _unaligned(field: str, pos: int, align: int) -> SmrfDecodeError:
+    return SmrfDecodeError(field, f"offset {pos - _BASE} not aligned to {align}")
 
-    def boolean(self, slot: int, default: bool, field: str) -> bool:
-        pos = self.field(slot, 1, field)
-        if pos is None:
-            return default
-        value = self.buf.u8(pos, field)
-        if value > 1:
-            raise SmrfDecodeError(field, f"a bool is 0 or 1, got {value}")
-        return value == 1
 
-    def string(self, slot: int, field: str) -> str:
-        pos = self.field(slot, 4, field)
-        if pos is None:
-            raise SmrfDecodeError(field, "missing")
-        return self.buf.string(pos, field)
+def _table(data: bytes, pos: int, end: int, field: str) -> tuple[int, int, int]:
+    """(vtable, vtable size, table size) of the table at ``pos``, both in bounds."""
+    if pos < _BASE or pos + 4 > end:
+        raise _outside(field, pos, 4, end)
+    if pos & 3:
+        raise _unaligned(field, pos, 4)
+    vtable = pos - _I32.unpack_from(data, pos)[0]
+    if vtable < _BASE or vtable + 4 > end:
+        raise _outside(f"{field} vtable", vtable, 4, end)
+    if vtable & 1:
+        raise _unaligned(f"{field} vtable", vtable, 2)
+    vt_size, obj_size = _SIZES.unpack_from(data, vtable)
+    if vt_size < 4 or vt_size & 1:
+        raise SmrfDecodeError(field, f"vtable size {vt_size}")
+    if vtable + vt_size > end:
+        raise _outside(f"{field} vtable", vtable, vt_size, end)
+    if obj_size < 4:
+        raise SmrfDecodeError(field, f"table size {obj_size}")
+    if pos + obj_size > end:
+        raise _outside(field, pos, obj_size, end)
+    return vtable, vt_size, obj_size
+
+
+def _field(offset: int, width: int, align: int, pos: int, obj_size: int, field: str) -> int:
+    """The position of a field at ``offset`` (not 0: present) in the table at ``pos``."""
+    if offset < 4 or offset + width > obj_size:
+        raise SmrfDecodeError(field, f"field at {offset} (+{width}) outside its {obj_size}-byte table")
+    pos += offset
+    if pos & (align - 1):
+        raise _unaligned(field, pos, align)
+    return pos
+
+
+def _bool(data: bytes, offset: int, default: bool, pos: int, obj_size: int, field: str) -> bool:
+    if not offset:
+        return default
+    value = data[_field(offset, 1, 1, pos, obj_size, field)]
+    if value > 1:
+        raise SmrfDecodeError(field, f"a bool is 0 or 1, got {value}")
+    return value == 1
+
+
+def _vector(data: bytes, at: int, elem_size: int, end: int, field: str) -> tuple[int, int]:
+    """(start of the elements, count) of the vector the uoffset at ``at`` (in bounds and
+    aligned) points to."""
+    start = at + _U32.unpack_from(data, at)[0]
+    if start + 4 > end:
+        raise _outside(field, start, 4, end)
+    if start & 3:
+        raise _unaligned(field, start, 4)
+    count = _U32.unpack_from(data, start)[0]
+    start += 4
+    if start + count * elem_size > end:
+        raise _outside(field, start, count * elem_size, end)
+    return start, count
+
+
+def _string(data: bytes, start: int, end: int, field: str) -> str:
+    """The string a uoffset points to: ``start``, where its length is."""
+    if start + 4 > end:
+        raise _outside(field, start, 4, end)
+    if start & 3:
+        raise _unaligned(field, start, 4)
+    start += 4
+    stop = start + _U32.unpack_from(data, start - 4)[0]
+    if stop > end:
+        raise _outside(field, start, stop - start, end)
+    if stop == end or data[stop] != 0:
+        raise SmrfDecodeError(field, "string without its terminating NUL")
+    try:
+        return data[start:stop].decode("utf-8")
+    except UnicodeDecodeError:
+        raise SmrfDecodeError(field, f"not UTF-8: {preview(data[start:stop])}") from None
 
 
 def _inflate(data: bytes, limits: SmrfLimits) -> bytes:
@@ -277,56 +298,85 @@ def decode_smrf(data: bytes, limits: SmrfLimits = DEFAULT_SMRF_LIMITS) -> SmrfFr
     if PREFIX.size + msg_size + sig_size != len(data):
         raise SmrfDecodeError("sigSize", f"{sig_size} bytes of signature, {len(data) - PREFIX.size - msg_size} "
                                          "after the message")
-    buf = _Buffer(data[PREFIX.size:PREFIX.size + msg_size])
-    message = buf.table(buf.target(0, "root"), "root")
+    end = _BASE + msg_size
+    if end < _BASE + 4:
+        raise _outside("root", _BASE, 4, end)
+    pos = _BASE + _U32.unpack_from(data, _BASE)[0]
+    vtable, vt_size, obj_size = _table(data, pos, end, "root")
+    slots = min(_MESSAGE_SLOTS, (vt_size - 4) >> 1)
+    offsets = _SLOTS[slots].unpack_from(data, vtable + 4) + (0,) * (_MESSAGE_SLOTS - slots)
 
-    if message.boolean(_IS_ENCRYPTED, True, "isEncrypted"):
+    if _bool(data, offsets[_IS_ENCRYPTED], True, pos, obj_size, "isEncrypted"):
         raise SmrfDecodeError("isEncrypted", "an encrypted body is not supported (nor by any SMRF library)")
-    if message.boolean(_IS_SIGNED, True, "isSigned"):
+    if _bool(data, offsets[_IS_SIGNED], True, pos, obj_size, "isSigned"):
         raise SmrfDecodeError("isSigned", "a CMS signature is not supported (nor by any SMRF library)")
-    custom_signed = message.boolean(_IS_CUSTOM_SIGNED, False, "isCustomSigned")
+    custom_signed = _bool(data, offsets[_IS_CUSTOM_SIGNED], False, pos, obj_size, "isCustomSigned")
     if sig_size and not custom_signed:
         raise SmrfDecodeError("sigSize", f"{sig_size} bytes of signature on a frame that is not signed")
-    compressed = message.boolean(_IS_COMPRESSED, False, "isCompressed")
-    ttl_absolute = message.boolean(_TTL_ABSOLUTE, True, "ttlAbsolute")
-    ttl_pos = message.field(_TTL_MS, 8, "ttlMs")
-    ttl_ms = 0 if ttl_pos is None else buf.i64(ttl_pos, "ttlMs")
-    recipient = message.string(_RECIPIENT, "recipient")
-    sender = message.string(_SENDER, "sender")
-    headers = _headers(buf, message, limits)
+    compressed = _bool(data, offsets[_IS_COMPRESSED], False, pos, obj_size, "isCompressed")
+    ttl_absolute = _bool(data, offsets[_TTL_ABSOLUTE], True, pos, obj_size, "ttlAbsolute")
+    offset = offsets[_TTL_MS]
+    ttl_ms = _I64.unpack_from(data, _field(offset, 8, 8, pos, obj_size, "ttlMs"))[0] if offset else 0
+    strings = []
+    for slot, field in ((_RECIPIENT, "recipient"), (_SENDER, "sender")):
+        if not offsets[slot]:
+            raise SmrfDecodeError(field, "missing")
+        at = _field(offsets[slot], 4, 4, pos, obj_size, field)
+        strings.append(_string(data, at + _U32.unpack_from(data, at)[0], end, field))
+    offset = offsets[_HEADERS]
+    headers = _headers(data, _field(offset, 4, 4, pos, obj_size, "headers"), end, limits) if offset else ()
 
-    body_pos = message.field(_BODY, 4, "body")
-    if body_pos is None:  # joynr's C++ writes no body vector for an empty body
+    offset = offsets[_BODY]
+    if not offset:  # joynr's C++ writes no body vector for an empty body
         body = b""
     else:
-        start, length = buf.vector(body_pos, 1, "body")
-        body = buf.data[start:start + length]
+        start, length = _vector(data, _field(offset, 4, 4, pos, obj_size, "body"), 1, end, "body")
+        body = data[start:start + length]
         if compressed:
             body = _inflate(body, limits)
     return SmrfFrame(
-        recipient=recipient, sender=sender, ttl_ms=ttl_ms, ttl_absolute=ttl_absolute, headers=headers, body=body,
-        compressed=compressed, signature=data[PREFIX.size + msg_size:] if custom_signed else None,
+        recipient=strings[0], sender=strings[1], ttl_ms=ttl_ms, ttl_absolute=ttl_absolute, headers=headers, body=body,
+        compressed=compressed, signature=data[end:] if custom_signed else None,
     )
 
 
-def _headers(buf: _Buffer, message: _Table, limits: SmrfLimits) -> tuple[tuple[str, str], ...]:
-    pos = message.field(_HEADERS, 4, "headers")
-    if pos is None:
-        return ()
-    start, count = buf.vector(pos, 4, "headers")
+def _headers(data: bytes, at: int, end: int, limits: SmrfLimits) -> tuple[tuple[str, str], ...]:
+    start, count = _vector(data, at, 4, end, "headers")
     if count > limits.max_headers:
         raise SmrfDecodeError("headers", f"{count} headers, at most {limits.max_headers}")
     headers: list[tuple[str, str]] = []
     seen: set[str] = set()
-    for n in range(count):
-        name = f"headers[{n}]"
-        header = buf.table(buf.target(start + 4 * n, name), name)
-        key = header.string(_KEY, f"{name}.key")
-        # A missing value is null to joynr's Java and a dropped header to its C++: refused,
-        # as is a key twice (the Java and JavaScript readers keep the last, C++ the first).
-        value = header.string(_VALUE, f"{name}.value")
-        if key in seen:
-            raise SmrfDecodeError(f"{name}.key", f"header {preview(key)} twice")
+    checked = -1  # the vtable last checked: header tables share one, as every serialiser writes them
+    for n, target in enumerate(_uoffsets(count).unpack_from(data, start)):
+        pos = start + 4 * n + target
+        # Errors are named ".key" ... here and given the header's index below: no name is
+        # formatted for a header that is fine.
+        try:
+            if pos + 4 > end:
+                raise _outside("", pos, 4, end)
+            if pos & 3:
+                raise _unaligned("", pos, 4)
+            if pos - _I32.unpack_from(data, pos)[0] != checked:
+                checked, vt_size, obj_size = _table(data, pos, end, "")
+                key_offset, value_offset = (_SLOTS[min(2, (vt_size - 4) >> 1)].unpack_from(data, checked + 4)
+                                            + (0, 0))[:2]
+                # A missing value is null to joynr's Java and a dropped header to its C++:
+                # refused, as is a key twice (the Java and JavaScript readers keep the last,
+                # C++ the first).
+                for offset, field in ((key_offset, ".key"), (value_offset, ".value")):
+                    if not offset:
+                        raise SmrfDecodeError(field, "missing")
+                    _field(offset, 4, 4, pos, obj_size, field)  # here once for every table of this vtable
+            elif pos + obj_size > end:  # the vtable is known good; this table's own extent is not
+                raise _outside("", pos, obj_size, end)
+            at = pos + key_offset
+            key = _string(data, at + _U32.unpack_from(data, at)[0], end, ".key")
+            at = pos + value_offset
+            value = _string(data, at + _U32.unpack_from(data, at)[0], end, ".value")
+            if key in seen:
+                raise SmrfDecodeError(".key", f"header {preview(key)} twice")
+        except SmrfDecodeError as exc:
+            raise SmrfDecodeError(f"headers[{n}]{exc.field}", exc.detail) from None
         seen.add(key)
         headers.append((key, value))
     return tuple(headers)
