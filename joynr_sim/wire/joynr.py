@@ -44,7 +44,7 @@ from ..core.message import (
     reply_to_address,
     reply_to_json,
 )
-from .smrf import SmrfFrame, SmrfLimits, decode_smrf, encode_smrf
+from .smrf import SmrfLimits, decode_fields, encode_fields
 
 HEADER_TYPE = "t"
 HEADER_ID = "id"
@@ -88,10 +88,7 @@ def encode_joynr(msg: JoynrMessage, *, compressed: bool = False) -> bytes:
     headers.extend((_wire_name(name), value) for name, value in msg.custom_headers)
     if msg.hops:
         headers.append((CUSTOM_HEADER_PREFIX + HOPS_HEADER, str(msg.hops)))
-    return encode_smrf(SmrfFrame(
-        recipient=msg.recipient, sender=msg.sender, ttl_ms=msg.expiry_date_ms, ttl_absolute=True,
-        headers=tuple(headers), body=msg.payload, compressed=compressed,
-    ))
+    return encode_fields(msg.recipient, msg.sender, msg.expiry_date_ms, True, headers, msg.payload, compressed)
 
 
 @lru_cache(maxsize=16)
@@ -102,26 +99,34 @@ def _smrf_limits(limits: WireLimits) -> SmrfLimits:
                       max_headers=limits.max_headers + len(_JOYNR_HEADERS) + 1)
 
 
+# Nearly every frame is decoded with the default limits: looking those up by identity spares
+# hashing every field of a WireLimits per frame.
+_DEFAULT_SMRF_LIMITS = _smrf_limits(DEFAULT_LIMITS)
+
+
 def decode_joynr(data: bytes, limits: WireLimits = DEFAULT_LIMITS) -> JoynrMessage:
     """Decode a joynr SMRF frame and check every value against ``limits``; raises
     ``MessageDecodeError`` (a bad frame: ``SmrfDecodeError``, its subclass, naming the SMRF
     field) or ``InvalidMessage``, nothing else."""
     if isinstance(data, (bytes, bytearray, memoryview)) and len(data) > limits.max_frame_bytes:
         raise InvalidMessage("frame", f"{len(data)} bytes, at most {limits.max_frame_bytes}")
-    frame = decode_smrf(data, _smrf_limits(limits))
+    recipient, sender, ttl_ms, ttl_absolute, headers, payload, _, _ = decode_fields(
+        data, _DEFAULT_SMRF_LIMITS if limits is DEFAULT_LIMITS else _smrf_limits(limits))
     joynr: dict[str, str] = {}
     custom: list[tuple[str, str]] = []
+    names: set[str] = set()
     hops = 0
     try:
-        for n, (key, value) in enumerate(frame.headers):
+        for n, (key, value) in enumerate(headers):
             if key.startswith(CUSTOM_HEADER_PREFIX):
                 name = check_id(key[len(CUSTOM_HEADER_PREFIX):], f"headers[{n}].key", limits)
                 if name == HOPS_HEADER:
                     hops = _hops(value, limits)
                     continue
                 name = _sim_name(name)
-                if any(name == seen for seen, _ in custom):
+                if name in names:
                     raise InvalidField(f"headers[{n}].key", f"custom header {preview(name)} twice")
+                names.add(name)
                 custom.append((name, check_text(value, key, limits.max_header_bytes, empty=True)))
             elif key in _JOYNR_HEADERS:
                 joynr[key] = value
@@ -140,14 +145,14 @@ def decode_joynr(data: bytes, limits: WireLimits = DEFAULT_LIMITS) -> JoynrMessa
         raise MessageDecodeError(HEADER_EFFORT, f"unknown effort {preview(effort)}")
     if HEADER_ID not in joynr:
         raise MessageDecodeError(HEADER_ID, "missing")
-    if not frame.ttl_absolute:
+    if not ttl_absolute:
         # joynr's factories write absolute expiry dates; a relative one would need a clock.
         raise InvalidMessage("ttlAbsolute", "a relative ttl: the simulator takes absolute expiry dates")
     try:
         check_id(joynr[HEADER_ID], HEADER_ID, limits)
-        check_id(frame.sender, "sender", limits)
-        check_id(frame.recipient, "recipient", limits)
-        check_int(frame.ttl_ms, "ttlMs", 0, limits.max_expiry_ms)
+        check_id(sender, "sender", limits)
+        check_id(recipient, "recipient", limits)
+        check_int(ttl_ms, "ttlMs", 0, limits.max_expiry_ms)
         if HEADER_CREATOR in joynr:
             check_id(joynr[HEADER_CREATOR], HEADER_CREATOR, limits)
         reply_to = joynr.get(HEADER_REPLY_TO)
@@ -158,11 +163,14 @@ def decode_joynr(data: bytes, limits: WireLimits = DEFAULT_LIMITS) -> JoynrMessa
             raise InvalidField(HEADER_REPLY_TO + exc.field.removeprefix("rt"), reason) from None
     except InvalidField as exc:
         raise InvalidMessage(exc.field, str(exc)) from None
-    return JoynrMessage(
-        type=mtype, sender=frame.sender, recipient=frame.recipient, expiry_date_ms=frame.ttl_ms,
-        payload=frame.body, id=joynr[HEADER_ID], reply_to=address, effort=effort, custom_headers=tuple(custom),
-        hops=hops,
-    )
+    # Every field checked above; made as JoynrMessage.with_hop makes its copies, as the frozen
+    # dataclass's __init__ sets each field through object.__setattr__ (a field left out here
+    # fails every equality test of a decoded message).
+    msg = object.__new__(JoynrMessage)
+    msg.__dict__.update(
+        type=mtype, sender=sender, recipient=recipient, expiry_date_ms=ttl_ms, payload=payload, id=joynr[HEADER_ID],
+        reply_to=address, effort=effort, custom_headers=tuple(custom), hops=hops)
+    return msg
 
 
 def _hops(value: str, limits: WireLimits) -> int:

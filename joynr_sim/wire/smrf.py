@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import struct
 import zlib
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -125,17 +126,24 @@ def encode_smrf(frame: SmrfFrame) -> bytes:
     """The frame's bytes. Raises ValueError for a frame SMRF cannot carry (a duplicate
     header key, a ttl outside int64, a signature over 65535 bytes, a string that is not
     UTF-8)."""
-    if not INT64_MIN <= frame.ttl_ms <= INT64_MAX:
-        raise ValueError(f"ttl_ms {frame.ttl_ms} does not fit SMRF's int64 ttlMs")
-    signature = frame.signature
+    return encode_fields(frame.recipient, frame.sender, frame.ttl_ms, frame.ttl_absolute, frame.headers, frame.body,
+                         frame.compressed, frame.signature)
+
+
+def encode_fields(recipient: str, sender: str, ttl_ms: int, ttl_absolute: bool, headers: Iterable[tuple[str, str]],
+                  body: bytes, compressed: bool = False, signature: bytes | None = None) -> bytes:
+    """``encode_smrf`` of the SmrfFrame of these fields, without making one (joynr.py sends
+    every message through here)."""
+    if not INT64_MIN <= ttl_ms <= INT64_MAX:
+        raise ValueError(f"ttl_ms {ttl_ms} does not fit SMRF's int64 ttlMs")
     if signature is not None and len(signature) > MAX_SIGNATURE_BYTES:
         raise ValueError(f"signature of {len(signature)} bytes, SMRF's prefix holds at most {MAX_SIGNATURE_BYTES}")
     # Sorted by key, as joynr's serialisers write them (createSortedVectorOfTables).
-    headers = sorted((key.encode("utf-8"), value.encode("utf-8")) for key, value in frame.headers)
+    headers = sorted((key.encode("utf-8"), value.encode("utf-8")) for key, value in headers)
     for (key, _), (next_key, _) in zip(headers, headers[1:]):
         if key == next_key:
             raise ValueError(f"header key {key.decode()!r} twice: SMRF's headers are a map")
-    body = zlib.compress(frame.body) if frame.compressed else bytes(frame.body)
+    body = zlib.compress(body) if compressed else bytes(body)
 
     count = len(headers)
     header_vtable = _HEADER_VECTOR + 4 + 4 * count
@@ -143,7 +151,7 @@ def encode_smrf(frame: SmrfFrame) -> bytes:
     parts: list[bytes] = [b"", b""]  # the head and the header section, once the strings are placed
     at = first_table + 12 * count
     places = []
-    for text in (frame.recipient.encode("utf-8"), frame.sender.encode("utf-8"), *(s for kv in headers for s in kv)):
+    for text in (recipient.encode("utf-8"), sender.encode("utf-8"), *(s for kv in headers for s in kv)):
         places.append(at)
         size = len(text)
         pad = 4 - (size & 3)  # the NUL and the zeros up to the next multiple of 4
@@ -152,8 +160,8 @@ def encode_smrf(frame: SmrfFrame) -> bytes:
     sig = signature or b""
     parts[0] = _HEAD.pack(
         SMRF_VERSION, len(sig), at + 4 + len(body), _TABLE, *_MESSAGE_VTABLE,
-        _TABLE - 4, places[0] - _RECIPIENT_AT, frame.ttl_ms, places[1] - _SENDER_AT, _HEADER_VECTOR - _HEADERS_AT,
-        at - _BODY_AT, frame.ttl_absolute, False, False, frame.compressed, signature is not None)
+        _TABLE - 4, places[0] - _RECIPIENT_AT, ttl_ms, places[1] - _SENDER_AT, _HEADER_VECTOR - _HEADERS_AT,
+        at - _BODY_AT, ttl_absolute, False, False, compressed, signature is not None)
     # Vector entry n (at 72 + 4n) points to table n (at first_table + 12n).
     fields = [count, *range(first_table - _HEADER_VECTOR - 4, first_table - _HEADER_VECTOR - 4 + 8 * count, 8),
               *_HEADER_VTABLE]
@@ -283,6 +291,13 @@ def _inflate(data: bytes, limits: SmrfLimits) -> bytes:
 
 def decode_smrf(data: bytes, limits: SmrfLimits = DEFAULT_SMRF_LIMITS) -> SmrfFrame:
     """The frame in ``data``, every part checked; anything else raises SmrfDecodeError."""
+    return SmrfFrame(*decode_fields(data, limits))
+
+
+def decode_fields(data: bytes, limits: SmrfLimits = DEFAULT_SMRF_LIMITS) -> tuple[
+        str, str, int, bool, tuple[tuple[str, str], ...], bytes, bool, bytes | None]:
+    """``decode_smrf``'s frame as the tuple of its fields, in SmrfFrame's order, without
+    making the frame (joynr.py reads every message through here)."""
     if not isinstance(data, (bytes, bytearray, memoryview)):
         raise SmrfDecodeError("frame", f"expected bytes, got {type(data).__name__}")
     data = bytes(data)
@@ -334,10 +349,8 @@ def decode_smrf(data: bytes, limits: SmrfLimits = DEFAULT_SMRF_LIMITS) -> SmrfFr
         body = data[start:start + length]
         if compressed:
             body = _inflate(body, limits)
-    return SmrfFrame(
-        recipient=strings[0], sender=strings[1], ttl_ms=ttl_ms, ttl_absolute=ttl_absolute, headers=headers, body=body,
-        compressed=compressed, signature=data[end:] if custom_signed else None,
-    )
+    return (strings[0], strings[1], ttl_ms, ttl_absolute, headers, body, compressed,
+            data[end:] if custom_signed else None)
 
 
 def _headers(data: bytes, at: int, end: int, limits: SmrfLimits) -> tuple[tuple[str, str], ...]:
