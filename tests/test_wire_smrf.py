@@ -384,3 +384,12 @@ def test_a_bad_joynr_payload_is_refused_naming_its_field(decode, text: bytes, fi
     with pytest.raises(PayloadDecodeError) as err:
         decode(text)
     assert err.value.field == field, str(err.value)
+
+
+@pytest.mark.parametrize("params", [[float("nan")], [1.5, float("inf")], [{"a": float("-inf")}], [b"bin"]])
+def test_a_request_joynrs_json_cannot_carry_is_not_written(params: list) -> None:
+    # orjson writes NaN and infinities as null: json must see them (and what orjson refuses).
+    with pytest.raises(ValueError, match="joynr's JSON"):
+        request_to_joynr(encode_request("m", params), "rr")
+    assert json.loads(request_to_joynr(encode_request("m", [None, 2**64 - 1, "null"]), "r"))["params"] == [
+        None, 2**64 - 1, "null"]

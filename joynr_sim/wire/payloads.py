@@ -33,6 +33,8 @@ import json
 import math
 from typing import Any
 
+import orjson
+
 from ..core.errors import (
     ApplicationException,
     JoynrRuntimeException,
@@ -87,9 +89,19 @@ def _datatype(value: Any) -> str:
 
 
 def dump_json(data: dict[str, Any]) -> bytes:
+    # orjson first: it is ten times faster than json, and every payload is written here. It
+    # writes NaN and the infinities as null, though, and refuses what json would take (a key
+    # that is not a string, an integer beyond 64 bits): json writes a document with a null
+    # in it, so that NaN is refused, and whatever orjson refuses.
+    try:
+        text = orjson.dumps(data)
+    except TypeError:  # orjson.JSONEncodeError
+        text = None
+    if text is not None and b"null" not in text:
+        return text
     # allow_nan=False: joynr's JSON has no NaN; bytes (msgpack bin) raise TypeError here.
     try:
-        return json.dumps(data, separators=(",", ":"), allow_nan=False, ensure_ascii=False).encode("utf-8")
+        return _ENCODER.encode(data).encode("utf-8")
     except (TypeError, ValueError) as exc:
         raise ValueError(f"not expressible in joynr's JSON: {exc}") from None
 
@@ -136,13 +148,20 @@ def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return data
 
 
+# json, not orjson, reads joynr's JSON: orjson keeps the last of a key twice and reads an
+# integer beyond 64 bits as a float, so neither could be refused. Made once: json.loads
+# makes a decoder on every call.
+_DECODER = json.JSONDecoder(parse_constant=_refuse_constant, object_pairs_hook=_unique)
+_ENCODER = json.JSONEncoder(separators=(",", ":"), allow_nan=False, ensure_ascii=False)
+
+
 def load_object(data: bytes, type_name: str, keys: set[str], required: set[str], limits: WireLimits) -> dict[str, Any]:
     if not isinstance(data, (bytes, bytearray)):
         raise PayloadDecodeError("payload", f"expected bytes, got {type(data).__name__}")
     if len(data) > limits.max_frame_bytes:
         raise PayloadDecodeError("payload", f"{len(data)} bytes, at most {limits.max_frame_bytes}")
     try:
-        obj = json.loads(bytes(data).decode("utf-8"), parse_constant=_refuse_constant, object_pairs_hook=_unique)
+        obj = _DECODER.decode(bytes(data).decode("utf-8"))
     except (ValueError, RecursionError) as exc:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
         raise PayloadDecodeError("payload", f"not JSON: {preview(str(exc))}") from None
     if not isinstance(obj, dict) or obj.get("_typeName") != type_name:
