@@ -90,23 +90,17 @@ class SmrfFrame:
 
 # -- encoding -------------------------------------------------------------------------
 #
-# One schema, so one layout, written front to back in a single pass (the generic
-# flatbuffers.Builder cost 25 times as much: hundreds of Prep/Place calls per frame):
+# One schema, so one layout, written front to back in one pass (flatbuffers.Builder, generic,
+# cost ten times as much: hundreds of Prep/Place calls per frame). Every uoffset points
+# forward, as FlatBuffers' are unsigned; every field is written, the defaults too:
 #
 #   0   root uoffset -> 32
-#   4   smrf.Message vtable: 24 bytes, 36-byte table, a slot for every field
-#   28  4 bytes of padding, so that ttlMs (table + 8) is 8-aligned
+#   4   smrf.Message vtable: 24 bytes, 36-byte table; then 4 bytes so that ttlMs is 8-aligned
 #   32  smrf.Message: soffset, recipient, ttlMs, sender, headers, body, the five bools
-#   68  the header vector: count, then a uoffset per header table
-#       the smrf.Header vtable (8 bytes), shared by every header table
-#       the header tables: soffset, key, value (12 bytes each)
-#       the strings: recipient, sender, then each header's key and value, each a uint32
-#       length, the UTF-8 bytes, a NUL, zeros to the next multiple of 4
-#       the body vector: a uint32 length and the bytes, last, so a frame's size is its
-#       body's plus a constant
-#
-# Every uoffset points forward, as FlatBuffers' are unsigned; every field is written, the
-# schema's defaults among them, which any FlatBuffers reader takes.
+#   68  the header vector: count, a uoffset per header table; the smrf.Header vtable (8 bytes)
+#       shared by the header tables; the tables: soffset, key, value (12 bytes each)
+#       the strings: recipient, sender, then each header's key and value
+#       the body vector last, so a frame's size is its body's plus a constant
 
 _MESSAGE_VTABLE = (24, 36, 4, 16, 8, 28, 29, 30, 31, 20, 24, 32)  # sizes, then offsets by slot
 _HEAD = struct.Struct("<HHI" "I12H4x" "iIqIIIBBBBB3x")  # prefix, root, vtable, smrf.Message
@@ -139,35 +133,47 @@ def encode_fields(recipient: str, sender: str, ttl_ms: int, ttl_absolute: bool, 
     if signature is not None and len(signature) > MAX_SIGNATURE_BYTES:
         raise ValueError(f"signature of {len(signature)} bytes, SMRF's prefix holds at most {MAX_SIGNATURE_BYTES}")
     # Sorted by key, as joynr's serialisers write them (createSortedVectorOfTables).
-    headers = sorted((key.encode("utf-8"), value.encode("utf-8")) for key, value in headers)
-    for (key, _), (next_key, _) in zip(headers, headers[1:]):
-        if key == next_key:
-            raise ValueError(f"header key {key.decode()!r} twice: SMRF's headers are a map")
+    headers = sorted([(key.encode("utf-8"), value.encode("utf-8")) for key, value in headers])
     body = zlib.compress(body) if compressed else bytes(body)
 
+    # The strings are placed after the header tables, each a uint32 length, the bytes, a NUL
+    # and zeros up to the next multiple of 4 (pad: 1 to 4 bytes).
     count = len(headers)
-    header_vtable = _HEADER_VECTOR + 4 + 4 * count
-    first_table = header_vtable + 8
-    parts: list[bytes] = [b"", b""]  # the head and the header section, once the strings are placed
-    at = first_table + 12 * count
+    table = _HEADER_VECTOR + 4 + 4 * count + 8  # the first header table, after the header vtable
+    at = table + 12 * count
+    parts = [b"", b""]  # the head and the header section, once every string is placed
     places = []
-    for text in (recipient.encode("utf-8"), sender.encode("utf-8"), *(s for kv in headers for s in kv)):
+    for text in (recipient.encode("utf-8"), sender.encode("utf-8")):
         places.append(at)
         size = len(text)
-        pad = 4 - (size & 3)  # the NUL and the zeros up to the next multiple of 4
+        pad = 4 - (size & 3)
         parts += (_U32.pack(size), text, _ZEROS[pad])
         at += 4 + size + pad
+    # Vector entry n (at 72 + 4n) points to table n (at the first table + 12n); table n's
+    # soffset to the shared vtable is 8 + 12n.
+    fields = [count, *range(table - _HEADER_VECTOR - 4, table - _HEADER_VECTOR - 4 + 8 * count, 8), *_HEADER_VTABLE]
+    soffset = 8
+    previous = None
+    for key, value in headers:
+        if key == previous:
+            raise ValueError(f"header key {key.decode()!r} twice: SMRF's headers are a map")
+        previous = key
+        size = len(key)
+        pad = 4 - (size & 3)
+        value_at = at + 4 + size + pad
+        parts += (_U32.pack(size), key, _ZEROS[pad])
+        fields += (soffset, at - table - 4, value_at - table - 8)
+        size = len(value)
+        pad = 4 - (size & 3)
+        parts += (_U32.pack(size), value, _ZEROS[pad])
+        at = value_at + 4 + size + pad
+        table += 12
+        soffset += 12
     sig = signature or b""
     parts[0] = _HEAD.pack(
         SMRF_VERSION, len(sig), at + 4 + len(body), _TABLE, *_MESSAGE_VTABLE,
         _TABLE - 4, places[0] - _RECIPIENT_AT, ttl_ms, places[1] - _SENDER_AT, _HEADER_VECTOR - _HEADERS_AT,
         at - _BODY_AT, ttl_absolute, False, False, compressed, signature is not None)
-    # Vector entry n (at 72 + 4n) points to table n (at first_table + 12n).
-    fields = [count, *range(first_table - _HEADER_VECTOR - 4, first_table - _HEADER_VECTOR - 4 + 8 * count, 8),
-              *_HEADER_VTABLE]
-    for n in range(count):
-        table = first_table + 12 * n
-        fields += (table - header_vtable, places[2 + 2 * n] - table - 4, places[3 + 2 * n] - table - 8)
     parts[1] = _header_section(count).pack(*fields)
     parts += (_U32.pack(len(body)), body, sig)
     return b"".join(parts)
@@ -184,6 +190,10 @@ def encode_fields(recipient: str, sender: str, ttl_ms: int, ttl_absolute: bool, 
 _BASE = PREFIX.size
 _SIZES = struct.Struct("<HH")  # a vtable's own size and its table's
 _SLOTS = tuple(struct.Struct(f"<{n}H") for n in range(_MESSAGE_SLOTS + 1))
+# smrf.Message's bools by slot, with the schema's default, each checked before any is used.
+_BOOLS = ((_IS_ENCRYPTED, True, "isEncrypted"), (_IS_SIGNED, True, "isSigned"),
+          (_IS_CUSTOM_SIGNED, False, "isCustomSigned"), (_IS_COMPRESSED, False, "isCompressed"),
+          (_TTL_ABSOLUTE, True, "ttlAbsolute"))
 
 
 @lru_cache(maxsize=64)
@@ -232,18 +242,8 @@ def _field(offset: int, width: int, align: int, pos: int, obj_size: int, field: 
     return pos
 
 
-def _bool(data: bytes, offset: int, default: bool, pos: int, obj_size: int, field: str) -> bool:
-    if not offset:
-        return default
-    value = data[_field(offset, 1, 1, pos, obj_size, field)]
-    if value > 1:
-        raise SmrfDecodeError(field, f"a bool is 0 or 1, got {value}")
-    return value == 1
-
-
 def _vector(data: bytes, at: int, elem_size: int, end: int, field: str) -> tuple[int, int]:
-    """(start of the elements, count) of the vector the uoffset at ``at`` (in bounds and
-    aligned) points to."""
+    """(start of the elements, count) of the vector the uoffset at ``at`` (checked) points to."""
     start = at + _U32.unpack_from(data, at)[0]
     if start + 4 > end:
         raise _outside(field, start, 4, end)
@@ -256,8 +256,9 @@ def _vector(data: bytes, at: int, elem_size: int, end: int, field: str) -> tuple
     return start, count
 
 
-def _string(data: bytes, start: int, end: int, field: str) -> str:
-    """The string a uoffset points to: ``start``, where its length is."""
+def _string(data: bytes, at: int, end: int, field: str) -> str:
+    """The string the uoffset at ``at`` (in bounds and aligned) points to."""
+    start = at + _U32.unpack_from(data, at)[0]
     if start + 4 > end:
         raise _outside(field, start, 4, end)
     if start & 3:
@@ -321,23 +322,30 @@ def decode_fields(data: bytes, limits: SmrfLimits = DEFAULT_SMRF_LIMITS) -> tupl
     slots = min(_MESSAGE_SLOTS, (vt_size - 4) >> 1)
     offsets = _SLOTS[slots].unpack_from(data, vtable + 4) + (0,) * (_MESSAGE_SLOTS - slots)
 
-    if _bool(data, offsets[_IS_ENCRYPTED], True, pos, obj_size, "isEncrypted"):
+    flags = []
+    for slot, default, field in _BOOLS:
+        offset = offsets[slot]
+        if not offset:
+            flags.append(default)
+            continue
+        value = data[_field(offset, 1, 1, pos, obj_size, field)]
+        if value > 1:
+            raise SmrfDecodeError(field, f"a bool is 0 or 1, got {value}")
+        flags.append(value == 1)
+    encrypted, signed, custom_signed, compressed, ttl_absolute = flags
+    if encrypted:
         raise SmrfDecodeError("isEncrypted", "an encrypted body is not supported (nor by any SMRF library)")
-    if _bool(data, offsets[_IS_SIGNED], True, pos, obj_size, "isSigned"):
+    if signed:
         raise SmrfDecodeError("isSigned", "a CMS signature is not supported (nor by any SMRF library)")
-    custom_signed = _bool(data, offsets[_IS_CUSTOM_SIGNED], False, pos, obj_size, "isCustomSigned")
     if sig_size and not custom_signed:
         raise SmrfDecodeError("sigSize", f"{sig_size} bytes of signature on a frame that is not signed")
-    compressed = _bool(data, offsets[_IS_COMPRESSED], False, pos, obj_size, "isCompressed")
-    ttl_absolute = _bool(data, offsets[_TTL_ABSOLUTE], True, pos, obj_size, "ttlAbsolute")
     offset = offsets[_TTL_MS]
     ttl_ms = _I64.unpack_from(data, _field(offset, 8, 8, pos, obj_size, "ttlMs"))[0] if offset else 0
     strings = []
     for slot, field in ((_RECIPIENT, "recipient"), (_SENDER, "sender")):
         if not offsets[slot]:
             raise SmrfDecodeError(field, "missing")
-        at = _field(offsets[slot], 4, 4, pos, obj_size, field)
-        strings.append(_string(data, at + _U32.unpack_from(data, at)[0], end, field))
+        strings.append(_string(data, _field(offsets[slot], 4, 4, pos, obj_size, field), end, field))
     offset = offsets[_HEADERS]
     headers = _headers(data, _field(offset, 4, 4, pos, obj_size, "headers"), end, limits) if offset else ()
 
@@ -362,8 +370,7 @@ def _headers(data: bytes, at: int, end: int, limits: SmrfLimits) -> tuple[tuple[
     checked = -1  # the vtable last checked: header tables share one, as every serialiser writes them
     for n, target in enumerate(_uoffsets(count).unpack_from(data, start)):
         pos = start + 4 * n + target
-        # Errors are named ".key" ... here and given the header's index below: no name is
-        # formatted for a header that is fine.
+        # Errors are named ".key" ... here, their header's index added below, only for them.
         try:
             if pos + 4 > end:
                 raise _outside("", pos, 4, end)
@@ -373,19 +380,16 @@ def _headers(data: bytes, at: int, end: int, limits: SmrfLimits) -> tuple[tuple[
                 checked, vt_size, obj_size = _table(data, pos, end, "")
                 key_offset, value_offset = (_SLOTS[min(2, (vt_size - 4) >> 1)].unpack_from(data, checked + 4)
                                             + (0, 0))[:2]
-                # A missing value is null to joynr's Java and a dropped header to its C++:
-                # refused, as is a key twice (the Java and JavaScript readers keep the last,
-                # C++ the first).
+                # A missing value is null to joynr's Java and a dropped header to its C++: refused,
+                # as is a key twice (the Java and JavaScript readers keep the last, C++ the first).
                 for offset, field in ((key_offset, ".key"), (value_offset, ".value")):
                     if not offset:
                         raise SmrfDecodeError(field, "missing")
                     _field(offset, 4, 4, pos, obj_size, field)  # here once for every table of this vtable
             elif pos + obj_size > end:  # the vtable is known good; this table's own extent is not
                 raise _outside("", pos, obj_size, end)
-            at = pos + key_offset
-            key = _string(data, at + _U32.unpack_from(data, at)[0], end, ".key")
-            at = pos + value_offset
-            value = _string(data, at + _U32.unpack_from(data, at)[0], end, ".value")
+            key = _string(data, pos + key_offset, end, ".key")
+            value = _string(data, pos + value_offset, end, ".value")
             if key in seen:
                 raise SmrfDecodeError(".key", f"header {preview(key)} twice")
         except SmrfDecodeError as exc:
