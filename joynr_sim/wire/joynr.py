@@ -33,6 +33,7 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
+from ..core.address import Address
 from ..core.limits import DEFAULT_LIMITS, InvalidField, WireLimits, check_id, check_int, check_text, preview
 from ..core.message import (
     EFFORTS,
@@ -100,8 +101,13 @@ def _smrf_limits(limits: WireLimits) -> SmrfLimits:
 
 
 # Nearly every frame is decoded with the default limits: looking those up by identity spares
-# hashing every field of a WireLimits per frame.
+# hashing every field of a WireLimits per frame, here and in reply_to_address's cache.
 _DEFAULT_SMRF_LIMITS = _smrf_limits(DEFAULT_LIMITS)
+
+
+@lru_cache(maxsize=1024)
+def _default_reply_to(text: str) -> Address:
+    return reply_to_address(text, DEFAULT_LIMITS)  # raises InvalidField, which is not cached
 
 
 def decode_joynr(data: bytes, limits: WireLimits = DEFAULT_LIMITS) -> JoynrMessage:
@@ -157,7 +163,8 @@ def decode_joynr(data: bytes, limits: WireLimits = DEFAULT_LIMITS) -> JoynrMessa
             check_id(joynr[HEADER_CREATOR], HEADER_CREATOR, limits)
         reply_to = joynr.get(HEADER_REPLY_TO)
         try:
-            address = None if reply_to is None else reply_to_address(reply_to, limits)
+            address = None if reply_to is None else (
+                _default_reply_to(reply_to) if limits is DEFAULT_LIMITS else reply_to_address(reply_to, limits))
         except InvalidField as exc:  # named by the simulator's own frame ("rt...")
             reason = str(exc).removeprefix(f"{exc.field}: ")
             raise InvalidField(HEADER_REPLY_TO + exc.field.removeprefix("rt"), reason) from None

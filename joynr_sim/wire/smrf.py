@@ -258,17 +258,13 @@ def _vector(data: bytes, at: int, elem_size: int, end: int, field: str) -> tuple
 
 def _string(data: bytes, at: int, end: int, field: str) -> str:
     """The string the uoffset at ``at`` (in bounds and aligned) points to."""
-    start = at + _U32.unpack_from(data, at)[0]
-    if start + 4 > end:
-        raise _outside(field, start, 4, end)
-    if start & 3:
-        raise _unaligned(field, start, 4)
-    start += 4
+    start = at + _U32.unpack_from(data, at)[0] + 4  # its bytes, after their uint32 length
+    if start > end or start & 3:
+        raise (_outside(field, start - 4, 4, end) if start > end else _unaligned(field, start - 4, 4))
     stop = start + _U32.unpack_from(data, start - 4)[0]
-    if stop > end:
-        raise _outside(field, start, stop - start, end)
-    if stop == end or data[stop] != 0:
-        raise SmrfDecodeError(field, "string without its terminating NUL")
+    if stop >= end or data[stop]:
+        raise (_outside(field, start, stop - start, end) if stop > end
+               else SmrfDecodeError(field, "string without its terminating NUL"))
     try:
         return data[start:stop].decode("utf-8")
     except UnicodeDecodeError:
@@ -366,16 +362,13 @@ def _headers(data: bytes, at: int, end: int, limits: SmrfLimits) -> tuple[tuple[
     if count > limits.max_headers:
         raise SmrfDecodeError("headers", f"{count} headers, at most {limits.max_headers}")
     headers: list[tuple[str, str]] = []
-    seen: set[str] = set()
     checked = -1  # the vtable last checked: header tables share one, as every serialiser writes them
     for n, target in enumerate(_uoffsets(count).unpack_from(data, start)):
         pos = start + 4 * n + target
         # Errors are named ".key" ... here, their header's index added below, only for them.
         try:
-            if pos + 4 > end:
-                raise _outside("", pos, 4, end)
-            if pos & 3:
-                raise _unaligned("", pos, 4)
+            if pos + 4 > end or pos & 3:
+                raise _outside("", pos, 4, end) if pos + 4 > end else _unaligned("", pos, 4)
             if pos - _I32.unpack_from(data, pos)[0] != checked:
                 checked, vt_size, obj_size = _table(data, pos, end, "")
                 key_offset, value_offset = (_SLOTS[min(2, (vt_size - 4) >> 1)].unpack_from(data, checked + 4)
@@ -388,12 +381,14 @@ def _headers(data: bytes, at: int, end: int, limits: SmrfLimits) -> tuple[tuple[
                     _field(offset, 4, 4, pos, obj_size, field)  # here once for every table of this vtable
             elif pos + obj_size > end:  # the vtable is known good; this table's own extent is not
                 raise _outside("", pos, obj_size, end)
-            key = _string(data, pos + key_offset, end, ".key")
-            value = _string(data, pos + value_offset, end, ".value")
-            if key in seen:
-                raise SmrfDecodeError(".key", f"header {preview(key)} twice")
+            headers.append((_string(data, pos + key_offset, end, ".key"),
+                            _string(data, pos + value_offset, end, ".value")))
         except SmrfDecodeError as exc:
             raise SmrfDecodeError(f"headers[{n}]{exc.field}", exc.detail) from None
-        seen.add(key)
-        headers.append((key, value))
+    if len({key for key, _ in headers}) != count:  # a key twice: named where it comes again
+        seen: set[str] = set()
+        for n, (key, _) in enumerate(headers):
+            if key in seen:
+                raise SmrfDecodeError(f"headers[{n}].key", f"header {preview(key)} twice")
+            seen.add(key)
     return tuple(headers)
