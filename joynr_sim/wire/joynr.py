@@ -59,6 +59,7 @@ NORMAL = "NORMAL"
 
 # Headers other than custom ones a frame may carry.
 _JOYNR_HEADERS = frozenset({HEADER_TYPE, HEADER_ID, HEADER_REPLY_TO, HEADER_EFFORT, HEADER_CREATOR})
+_KNOWN_NAMES = frozenset({HOPS_HEADER, CUSTOM_HEADER_REQUEST_REPLY_ID})
 _HOPS = re.compile(r"(?:0|[1-9][0-9]{0,9})\Z")
 
 
@@ -125,7 +126,11 @@ def decode_joynr(data: bytes, limits: WireLimits = DEFAULT_LIMITS) -> JoynrMessa
     try:
         for n, (key, value) in enumerate(headers):
             if key.startswith(CUSTOM_HEADER_PREFIX):
-                name = check_id(key[len(CUSTOM_HEADER_PREFIX):], f"headers[{n}].key", limits)
+                name = key[len(CUSTOM_HEADER_PREFIX):]
+                # The hop counter's and the request-reply id's names are ids: only their length
+                # can be refused (by limits of fewer bytes).
+                if name not in _KNOWN_NAMES or len(name) > limits.max_id_bytes:
+                    check_id(name, f"headers[{n}].key", limits)
                 if name == HOPS_HEADER:
                     hops = _hops(value, limits)
                     continue
