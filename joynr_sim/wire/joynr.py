@@ -78,10 +78,12 @@ def _sim_name(name: str) -> str:
     return REQUEST_REPLY_ID if name == CUSTOM_HEADER_REQUEST_REPLY_ID else name
 
 
-def encode_joynr(msg: JoynrMessage, *, compressed: bool = False) -> bytes:
+def encode_joynr(msg: JoynrMessage, *, compressed: bool = False, body: bytes | None = None) -> bytes:
     """The message as joynr sends it; ``compressed`` deflates the payload (joynr's
-    MessagingQos compress). Raises ValueError for a message SMRF cannot carry: an
-    InProcessAddress replyTo, a custom header name twice or named as the hop counter."""
+    MessagingQos compress); ``body``: the frame's body instead of the message's payload (its
+    joynr JSON, made by the caller: no copy of the message for it). Raises ValueError for a
+    message SMRF cannot carry: an InProcessAddress replyTo, a custom header name twice or
+    named as the hop counter."""
     headers = [(HEADER_TYPE, msg.type), (HEADER_ID, msg.id)]
     if msg.reply_to is not None:
         headers.append((HEADER_REPLY_TO, reply_to_json(msg.reply_to)))
@@ -90,7 +92,8 @@ def encode_joynr(msg: JoynrMessage, *, compressed: bool = False) -> bytes:
     headers.extend((_wire_name(name), value) for name, value in msg.custom_headers)
     if msg.hops:
         headers.append((CUSTOM_HEADER_PREFIX + HOPS_HEADER, str(msg.hops)))
-    return encode_fields(msg.recipient, msg.sender, msg.expiry_date_ms, True, headers, msg.payload, compressed)
+    return encode_fields(msg.recipient, msg.sender, msg.expiry_date_ms, True, headers,
+                         msg.payload if body is None else body, compressed)
 
 
 @lru_cache(maxsize=16)
