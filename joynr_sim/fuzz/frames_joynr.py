@@ -59,38 +59,59 @@ _MESSAGE_SLOTS = 10  # smrf.Message's fields, in schema order: see joynr_sim.wir
 _U16, _U32 = struct.Struct("<H"), struct.Struct("<I")
 
 
-def write_smrf(frame: SmrfFrame, headers: list[tuple[str, str]], body: bytes, *, compressed: bool) -> bytes:
-    """``frame``'s fields with ``headers`` in this order (a key may come twice) and ``body``
-    as it goes on the wire (not deflated here, whatever ``compressed`` says): what
-    ``encode_smrf`` refuses to write is what a hostile sender writes."""
-    builder = flatbuffers.Builder(len(body) + 64 * len(headers) + 256)
+def smrf_message(*, recipient: bytes | None, sender: bytes | None, ttl_ms: int | None,
+                 bools: dict[int, int | None], headers: list[tuple[bytes | None, bytes | None]] | None,
+                 body: bytes | None) -> bytes:
+    """A smrf.Message buffer with exactly these fields, built with Google's flatbuffers
+    Builder: a field given as None is left out (a header's key or value too), a key may come
+    twice, ``bools`` are written by slot as the bytes given (a default too).
+    Slots as in joynr_sim.wire.smrf: recipient 0, sender 1, ttlMs 2, ttlAbsolute 3, isSigned 4,
+    isEncrypted 5, isCompressed 6, headers 7, body 8, isCustomSigned 9; smrf.Header key 0, value 1."""
+    builder = flatbuffers.Builder(len(body or b"") + 64 * len(headers or ()) + 256)
     offsets = []
-    for key, value in headers:
-        key_at = builder.CreateString(key.encode("utf-8", "surrogatepass"))
-        value_at = builder.CreateString(value.encode("utf-8", "surrogatepass"))
+    for key, value in headers or []:
+        key_at = builder.CreateString(key) if key is not None else None
+        value_at = builder.CreateString(value) if value is not None else None
         builder.StartObject(2)
-        builder.PrependUOffsetTRelativeSlot(0, key_at, 0)
-        builder.PrependUOffsetTRelativeSlot(1, value_at, 0)
+        for slot, at in ((0, key_at), (1, value_at)):
+            if at is not None:
+                builder.PrependUOffsetTRelativeSlot(slot, at, 0)
         offsets.append(builder.EndObject())
     builder.StartVector(4, len(offsets), 4)
     for offset in reversed(offsets):
         builder.PrependUOffsetTRelative(offset)
     headers_at = builder.EndVector()
-    body_at = builder.CreateByteVector(body)
-    recipient = builder.CreateString(frame.recipient.encode("utf-8", "surrogatepass"))
-    sender = builder.CreateString(frame.sender.encode("utf-8", "surrogatepass"))
+    body_at = builder.CreateByteVector(body) if body is not None else None
+    strings = [builder.CreateString(x) if x is not None else None for x in (recipient, sender)]
+    builder.ForceDefaults(True)  # a field given is written, whatever its value: it is left out only by None
     builder.StartObject(_MESSAGE_SLOTS)
-    builder.PrependUOffsetTRelativeSlot(0, recipient, 0)
-    builder.PrependUOffsetTRelativeSlot(1, sender, 0)
-    builder.PrependInt64Slot(2, frame.ttl_ms, 0)
-    builder.PrependBoolSlot(3, frame.ttl_absolute, True)
-    builder.PrependBoolSlot(4, False, True)  # isSigned
-    builder.PrependBoolSlot(5, False, True)  # isEncrypted
-    builder.PrependBoolSlot(6, compressed, False)
-    builder.PrependUOffsetTRelativeSlot(7, headers_at, 0)
-    builder.PrependUOffsetTRelativeSlot(8, body_at, 0)
+    for slot, at in enumerate(strings):
+        if at is not None:
+            builder.PrependUOffsetTRelativeSlot(slot, at, 0)
+    if ttl_ms is not None:
+        builder.PrependInt64Slot(2, ttl_ms, 0)
+    for slot, value in bools.items():
+        if value is not None:
+            builder.PrependUint8Slot(slot, value, 0)
+    if headers is not None:
+        builder.PrependUOffsetTRelativeSlot(7, headers_at, 0)
+    if body_at is not None:
+        builder.PrependUOffsetTRelativeSlot(8, body_at, 0)
     builder.Finish(builder.EndObject())
-    table = bytes(builder.Output())
+    return bytes(builder.Output())
+
+
+def _utf8(text: str) -> bytes:
+    return text.encode("utf-8", "surrogatepass")
+
+
+def write_smrf(frame: SmrfFrame, headers: list[tuple[str, str]], body: bytes, *, compressed: bool) -> bytes:
+    """``frame``'s fields with ``headers`` in this order (a key may come twice) and ``body``
+    as it goes on the wire (not deflated here, whatever ``compressed`` says): what
+    ``encode_smrf`` refuses to write is what a hostile sender writes."""
+    table = smrf_message(recipient=_utf8(frame.recipient), sender=_utf8(frame.sender), ttl_ms=frame.ttl_ms,
+                         bools={3: int(frame.ttl_absolute), 4: 0, 5: 0, 6: int(compressed)},
+                         headers=[(_utf8(k), _utf8(v)) for k, v in headers], body=body)
     return PREFIX.pack(SMRF_VERSION, 0, len(table)) + table
 
 
