@@ -3,9 +3,10 @@ the simulation's CPU: N valid requests for participants nobody knows, at QoS 1, 
 sender, as fast as the broker takes them. Its last message comes from another sender (not
 held to the flood's share) with the id ``<prefix>end``: one publisher's messages on one
 topic arrive in order, so once the cluster controller has traced that one, it has taken
-every message of the flood. WIRE: what the runtimes speak (``joynr_sim.wire.codecs``).
+every message of the flood. WIRE: what the runtimes speak (``joynr_sim.wire.codecs``; left
+out: the default wire).
 
-    python -m joynr_sim.fuzz.publisher HOST PORT USER PASSWORD TOPIC N SENDER EXPIRY_MS PREFIX WIRE
+    python -m joynr_sim.fuzz.publisher HOST PORT USER PASSWORD TOPIC N SENDER EXPIRY_MS PREFIX [WIRE]
 """
 
 from __future__ import annotations
@@ -19,13 +20,13 @@ from paho.mqtt.enums import CallbackAPIVersion
 from ..core.address import MqttAddress
 from ..core.message import REQUEST, REQUEST_REPLY_ID, JoynrMessage
 from ..runtime.participants import encode_request
-from ..wire.codecs import codec
+from ..wire.codecs import DEFAULT_WIRE, codec
 
 PUBLISH_TIMEOUT_S = 300
 
 
 def main(host: str, port: str, user: str, password: str, topic: str, n: str, sender: str, expiry_ms: str,
-         prefix: str, wire: str) -> int:
+         prefix: str, wire: str = DEFAULT_WIRE) -> int:
     encode = codec(wire).encode
     client = paho.Client(CallbackAPIVersion.VERSION2, client_id=user, protocol=paho.MQTTv311)
     client.username_pw_set(user, password)
