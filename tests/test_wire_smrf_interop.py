@@ -24,8 +24,9 @@ from joynr_sim.wire.smrf import JOYNR_MAX_MESSAGE_SIZE, SmrfDecodeError, SmrfFra
 
 NODE_DIR = Path(__file__).parent / "smrf_node"
 if not (NODE_DIR / "node_modules" / "smrf").is_dir():
-    pytest.skip("tests/smrf_node/node_modules is missing: run `cd tests/smrf_node && npm ci --no-audit --no-fund`",
-                allow_module_level=True)
+    # make setup installs it: a missing library is a broken set-up, never a check left out
+    pytest.fail("tests/smrf_node/node_modules is missing: run `make setup` "
+                "(cd tests/smrf_node && npm ci --no-audit --no-fund)", pytrace=False)
 
 pytestmark = pytest.mark.e2e
 
