@@ -24,6 +24,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
+from ..wire.codecs import DEFAULT_WIRE
+
 if TYPE_CHECKING:  # pragma: no cover
     from .fleet_model import Fleet
 
@@ -221,7 +223,7 @@ class Scenario:
     gcd_last_seen_timeout_ms: int | None = None
     # The bytes the run's messages travel in (joynr_sim.wire.codecs): the run's choice
     # (run --wire), not the file's: the routing a scenario tests is the same on every wire.
-    wire: str = "joynr-sim"
+    wire: str = DEFAULT_WIRE
 
     @property
     def checks(self) -> bool:
