@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable, Collection
 from typing import Any
 
 import orjson
@@ -120,18 +121,22 @@ def one_way_to_joynr(payload: bytes) -> bytes:
                   "paramDatatypes": [_datatype(p) for p in params], "params": params})
 
 
-def reply_to_joynr(payload: bytes, request_reply_id: str) -> bytes:
-    """A simulator reply payload (a result or a typed error) as joynr's Reply."""
+def reply_to_joynr(payload: bytes, request_reply_id: str, *, enum_type_name: str = ERROR_ENUM_TYPE_NAME,
+                   response: Callable[[Any], list[Any]] | None = None) -> bytes:
+    """A simulator reply payload (a result or a typed error) as joynr's Reply. A provider with
+    Franca types names its errors' enum (``enum_type_name``) and writes its result as joynr's
+    list of out-parameters (``response``); by default the result is the list's one value."""
     try:
         result = decode_reply(payload)
     except ApplicationException as exc:
         error = {"_typeName": EXCEPTION_PREFIX + "ApplicationException", "detailMessage": str(exc),
-                 "error": {"_typeName": ERROR_ENUM_TYPE_NAME, "name": exc.error}}
+                 "error": {"_typeName": enum_type_name, "name": exc.error}}
         return dump_json({"_typeName": REPLY, "requestReplyId": request_reply_id, "error": error})
     except JoynrRuntimeException as exc:
         error = {"_typeName": EXCEPTION_PREFIX + type(exc).__name__, "detailMessage": str(exc)}
         return dump_json({"_typeName": REPLY, "requestReplyId": request_reply_id, "error": error})
-    return dump_json({"_typeName": REPLY, "requestReplyId": request_reply_id, "response": [result]})
+    out = [result] if response is None else response(result)
+    return dump_json({"_typeName": REPLY, "requestReplyId": request_reply_id, "response": out})
 
 
 # -- from joynr -----------------------------------------------------------------------
@@ -209,7 +214,8 @@ def detail_message(message: Any, field: str, limits: WireLimits) -> str:
     return _utf8(message, field)
 
 
-def _method(obj: dict[str, Any]) -> tuple[str, list[Any]]:
+def checked_method(obj: dict[str, Any]) -> tuple[str, list[Any]]:
+    """A Request's or OneWayRequest's methodName and params, checked, with a datatype per param."""
     method = obj["methodName"]
     if not isinstance(method, str) or not method.isidentifier() or len(method) > MAX_NAME_CHARS:
         raise PayloadDecodeError("methodName", f"a method name, got {preview(method)}")
@@ -235,32 +241,40 @@ def request_from_joynr(data: bytes, limits: WireLimits = DEFAULT_LIMITS) -> tupl
     """joynr's Request as (the simulator's request payload, its requestReplyId)."""
     obj = load_object(data, REQUEST, {"methodName", "paramDatatypes", "params", "requestReplyId"},
                 {"methodName", "requestReplyId"}, limits)
-    method, params = _method(obj)
+    method, params = checked_method(obj)
     return encode_request(method, params), checked_id(obj["requestReplyId"], "requestReplyId", limits)
 
 
 def one_way_from_joynr(data: bytes, limits: WireLimits = DEFAULT_LIMITS) -> bytes:
     """joynr's OneWayRequest as the simulator's request payload."""
     obj = load_object(data, ONE_WAY_REQUEST, {"methodName", "paramDatatypes", "params"}, {"methodName"}, limits)
-    return encode_request(*_method(obj))
+    return encode_request(*checked_method(obj))
 
 
-def reply_from_joynr(data: bytes, limits: WireLimits = DEFAULT_LIMITS) -> tuple[bytes, str]:
-    """joynr's Reply as (the simulator's reply payload, its requestReplyId)."""
+def reply_from_joynr(data: bytes, limits: WireLimits = DEFAULT_LIMITS, *,
+                     error_enum: tuple[str, Collection[str]] | None = None,
+                     response: Callable[[list[Any]], Any] | None = None) -> tuple[bytes, str]:
+    """joynr's Reply as (the simulator's reply payload, its requestReplyId). A provider with
+    Franca types has one enum of errors (``error_enum``: its type name and its names; any
+    when None) and reads joynr's checked list of out-parameters into its result (``response``)."""
     obj = load_object(data, REPLY, {"requestReplyId", "response", "error"}, {"requestReplyId"}, limits)
     rrid = checked_id(obj["requestReplyId"], "requestReplyId", limits)
     if ("response" in obj) == ("error" in obj):  # joynr's Reply.create: exactly one of the two
         raise PayloadDecodeError(REPLY, "exactly one of response and error")
     if "error" in obj:
-        return encode_reply(error=_error(obj["error"], limits)), rrid
-    response = obj["response"]
+        return encode_reply(error=_error(obj["error"], limits, error_enum)), rrid
+    values = obj["response"]
     # The simulator's methods have one result: joynr's list of out-parameters holds 0 or 1.
-    if not isinstance(response, list) or len(response) > 1:
-        raise PayloadDecodeError("response", f"a list of at most one value, got {preview(response)}")
-    return encode_reply(checked_value(response[0], "response[0]") if response else None), rrid
+    if not isinstance(values, list) or len(values) > 1:
+        raise PayloadDecodeError("response", f"a list of at most one value, got {preview(values)}")
+    values = [checked_value(v, f"response[{n}]") for n, v in enumerate(values)]
+    if response is not None:
+        return encode_reply(response(values)), rrid
+    return encode_reply(values[0] if values else None), rrid
 
 
-def _error(error: Any, limits: WireLimits) -> JoynrRuntimeException:
+def _error(error: Any, limits: WireLimits,
+           error_enum: tuple[str, Collection[str]] | None = None) -> JoynrRuntimeException:
     if not isinstance(error, dict) or not isinstance(error.get("_typeName"), str) \
             or error["_typeName"] not in _ERRORS:
         raise PayloadDecodeError("error._typeName", f"one of {sorted(_ERRORS)}, got {preview(error)}")
@@ -276,4 +290,10 @@ def _error(error: Any, limits: WireLimits) -> JoynrRuntimeException:
             and isinstance(enum["name"], str) and enum["name"].isidentifier()
             and len(enum["name"]) <= MAX_NAME_CHARS):
         raise PayloadDecodeError("error.error", f"an error enum {{_typeName, name}}, got {preview(enum)}")
+    if error_enum is not None:
+        type_name, names = error_enum
+        if enum["_typeName"] != type_name:
+            raise PayloadDecodeError("error.error._typeName", f"{type_name}, got {preview(enum['_typeName'])}")
+        if enum["name"] not in names:
+            raise PayloadDecodeError("error.error.name", f"one of {sorted(names)}, got {preview(enum['name'])}")
     return ApplicationException(enum["name"], message)
