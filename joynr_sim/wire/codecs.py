@@ -44,7 +44,8 @@ class Codec:
 
 def _encode_joynr(msg: JoynrMessage) -> bytes:
     try:
-        body = to_joynr_payload(msg.type, msg.payload, msg.header(REQUEST_REPLY_ID), recipient=msg.recipient)
+        body = to_joynr_payload(msg.type, msg.payload, msg.header(REQUEST_REPLY_ID), recipient=msg.recipient,
+                                sender=msg.sender)
         return encode_joynr(msg, body=body)
     except ValueError as exc:
         raise WireEncodeError(f"message {msg.id} ({msg.type}) on the joynr wire: {exc}") from None
@@ -53,7 +54,8 @@ def _encode_joynr(msg: JoynrMessage) -> bytes:
 def _decode_joynr(data: bytes, limits: WireLimits) -> JoynrMessage:
     msg = decode_joynr(data, limits)
     try:
-        payload, request_reply_id = from_joynr_payload(msg.type, msg.payload, limits, recipient=msg.recipient)
+        payload, request_reply_id = from_joynr_payload(msg.type, msg.payload, limits, recipient=msg.recipient,
+                                                       sender=msg.sender)
     except PayloadDecodeError as exc:
         raise InvalidMessage(f"pl.{exc.field}", str(exc)) from None
     headers = msg.custom_headers

@@ -52,6 +52,7 @@ from typing import Any
 import msgpack
 
 from ..core import subscription_wire as sw
+from ..core.gcd import GCD_PARTICIPANT_ID
 from ..core.limits import DEFAULT_LIMITS, InvalidField, WireLimits, check_text, preview
 from ..core.message import (
     BROADCAST_SUBSCRIPTION_REQUEST,
@@ -67,6 +68,14 @@ from ..core.message import (
 )
 from ..core.multicast import MulticastError, MulticastId, multicast_id, parse
 from ..core.subscriptions import NO_EXPIRY, SubscriptionQos
+from .gcd_payloads import (
+    gcd_one_way_from_joynr,
+    gcd_one_way_to_joynr,
+    gcd_reply_from_joynr,
+    gcd_reply_to_joynr,
+    gcd_request_from_joynr,
+    gcd_request_to_joynr,
+)
 from .payloads import (
     PayloadDecodeError,
     checked_id,
@@ -336,18 +345,23 @@ def _check_sim_payload(msg_type: str, payload: bytes) -> None:
 
 
 def to_joynr_payload(msg_type: str, payload: bytes, request_reply_id: str | None, *,
-                     recipient: str | None = None) -> bytes:
+                     recipient: str | None = None, sender: str | None = None) -> bytes:
     """The simulator's payload of a message of type ``msg_type`` as joynr's JSON. A request
     or reply needs its ``request_reply_id``; a multicast subscription request or multicast
-    needs the message's ``recipient``. A payload the simulator could not have made raises
-    ValueError."""
+    needs the message's ``recipient``. A request to the GCD (``recipient``) and a reply from
+    it (``sender``) are joynr's GlobalCapabilitiesDirectory's (``gcd_payloads``). A payload
+    the simulator could not have made raises ValueError."""
     if msg_type in (REQUEST, REPLY, ONE_WAY):
         _check_sim_payload(msg_type, payload)
+        to_gcd = recipient == GCD_PARTICIPANT_ID
         if msg_type == ONE_WAY:
-            return one_way_to_joynr(payload)
+            return (gcd_one_way_to_joynr if to_gcd else one_way_to_joynr)(payload)
         if request_reply_id is None:
             raise ValueError(f"a {msg_type} message's payload names its request-reply id: pass it")
-        return (request_to_joynr if msg_type == REQUEST else reply_to_joynr)(payload, request_reply_id)
+        if msg_type == REQUEST:
+            return (gcd_request_to_joynr if to_gcd else request_to_joynr)(payload, request_reply_id)
+        from_gcd = sender == GCD_PARTICIPANT_ID
+        return (gcd_reply_to_joynr if from_gcd else reply_to_joynr)(payload, request_reply_id)
     if msg_type in sw.REQUEST_KINDS:
         return subscription_request_to_joynr(payload, msg_type, recipient)
     if msg_type == MULTICAST:
@@ -360,16 +374,18 @@ def to_joynr_payload(msg_type: str, payload: bytes, request_reply_id: str | None
 
 
 def from_joynr_payload(msg_type: str, data: bytes, limits: WireLimits = DEFAULT_LIMITS, *,
-                       recipient: str | None = None) -> tuple[bytes, str | None]:
+                       recipient: str | None = None, sender: str | None = None) -> tuple[bytes, str | None]:
     """joynr's JSON payload of a message of type ``msg_type`` as (the simulator's payload,
     the request-reply id of a request or reply, else None). ``recipient``, the message's
-    ``to``, when given is checked against a multicastId. Raises PayloadDecodeError."""
+    ``to``, when given is checked against a multicastId; a request to the GCD and a reply
+    from it (``sender``) are read as joynr's GlobalCapabilitiesDirectory's. Raises
+    PayloadDecodeError."""
     if msg_type == REQUEST:
-        return request_from_joynr(data, limits)
+        return (gcd_request_from_joynr if recipient == GCD_PARTICIPANT_ID else request_from_joynr)(data, limits)
     if msg_type == REPLY:
-        return reply_from_joynr(data, limits)
+        return (gcd_reply_from_joynr if sender == GCD_PARTICIPANT_ID else reply_from_joynr)(data, limits)
     if msg_type == ONE_WAY:
-        return one_way_from_joynr(data, limits), None
+        return (gcd_one_way_from_joynr if recipient == GCD_PARTICIPANT_ID else one_way_from_joynr)(data, limits), None
     if msg_type in sw.REQUEST_KINDS:
         return subscription_request_from_joynr(data, msg_type, limits, recipient), None
     if msg_type == MULTICAST:
