@@ -25,7 +25,9 @@ amqtt 0.12.1's own code with the change its comment names, keep it:
   with DUP 1, and the old one's end sends no will (as Mosquitto; amqtt marked the session
   disconnected, so the new connection received nothing, and sent the new connection's will);
 - a clean session lasts as long as its connection (3.1.2.4): a persistent CONNECT after it
-  starts a new session (amqtt took the clean one up, session present 1, within a second).
+  starts a new session (amqtt took the clean one up, session present 1, within a second);
+- a message is delivered at the lower of its published QoS and the subscription's (3.8.4):
+  amqtt delivered a QoS 0 message at the subscription's QoS 1.
 
 QoS 2 keeps amqtt's own flow (joynr uses QoS 0 and 1): dropped after 5 s without PUBREC or
 PUBCOMP. Not kept either: a connection silent beyond its keep-alive is never closed (amqtt
@@ -39,6 +41,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 from collections import deque
 from typing import Any
 
@@ -56,6 +59,10 @@ from amqtt.utils import format_client_message, gen_client_id
 
 from brokers.amqtt_access import refusal
 from brokers.amqtt_session import SessionHandler, store_outgoing
+
+
+# The QoS of the PUBLISH being routed, for the broadcast it makes (see _handle_message_delivery).
+_PUBLISHED_QOS: contextvars.ContextVar[int | None] = contextvars.ContextVar("published_qos", default=None)
 
 
 class AdmittingBroker(Broker):
@@ -278,6 +285,29 @@ class AdmittingBroker(Broker):
             BrokerEvents.CLIENT_DISCONNECTED, client_id=client_session.client_id, client_session=client_session
         )
 
+    async def _handle_message_delivery(self, client_session: Session, handler: BrokerProtocolHandler,
+                                       wait_deliver: asyncio.Future[Any]) -> bool:
+        # amqtt 0.12.1 broadcasts what a client published without its QoS, and delivers it at
+        # each subscription's QoS: a QoS 0 message went out at QoS 1. The published QoS is
+        # handed to _broadcast_message, which amqtt calls within this one, in this task.
+        message = wait_deliver.result()
+        token = _PUBLISHED_QOS.set(getattr(message, "qos", None))
+        try:
+            return await super()._handle_message_delivery(client_session, handler, wait_deliver)
+        finally:
+            _PUBLISHED_QOS.reset(token)
+
+    async def _broadcast_message(self, session: Session | None, topic: str | None, data: bytes | bytearray | None,
+                                 force_qos: int | None = None) -> None:
+        # As amqtt 0.12.1's, with the QoS a client published at beside it: _run_broadcast
+        # delivers at the lower of that and the subscription's (section 3.8.4 [MQTT-3.8.4-6]).
+        broadcast: dict[str, Any] = {"session": session, "topic": topic, "data": data}
+        if force_qos is not None:
+            broadcast["qos"] = force_qos
+        elif _PUBLISHED_QOS.get() is not None:
+            broadcast["published_qos"] = _PUBLISHED_QOS.get()
+        await self._broadcast_queue.put(broadcast)
+
     async def _run_broadcast(self, running_tasks: deque[asyncio.Task[Any]]) -> None:
         # amqtt 0.12.1's own but for where a message goes. QoS 1 to a live connection: into
         # the session's in-flight messages at once, in the order broadcast, then written by a
@@ -291,7 +321,7 @@ class AdmittingBroker(Broker):
             if not self._matches(topic, k_filter):
                 continue
             for target_session, sub_qos in list(subscriptions):
-                qos = broadcast.get("qos", sub_qos)
+                qos = broadcast.get("qos", min(sub_qos, broadcast.get("published_qos", sub_qos)))
                 if not await self._topic_filtering(target_session, topic=topic, action=Action.RECEIVE):
                     self.logger.info(f"{target_session.client_id} not allowed to receive messages from TOPIC {topic}.")
                     continue

@@ -103,6 +103,13 @@ PROPERTIES: tuple[BrokerProperty, ...] = (
         "3.1.1 section 4.6 [MQTT-4.6.0-6]",
     ),
     BrokerProperty(
+        "qos0-delivery", "QoS 0 delivered at QoS 0",
+        "A QoS 0 PUBLISH to a topic a subscriber holds at QoS 1 is delivered at QoS 0: the lower of the "
+        "published and the granted QoS.",
+        True, "a best-effort message goes out at QoS 0 (joynr's MqttMessagingStub) and is never redelivered",
+        "3.1.1 section 3.8.4 [MQTT-3.8.4-6]",
+    ),
+    BrokerProperty(
         "publisher-gone", "delivery after the publisher left",
         "QoS 1 messages a publisher had acknowledged (PUBACK) are delivered to the subscriber even when the "
         "publisher disconnects right after its last PUBACK.",
@@ -137,6 +144,7 @@ DECLARED: dict[str, dict[str, Outcome]] = {
         "acl-subscribe-denied": Outcome(True, "SUBACK 0x80"),
         "inflight-window": Outcome(True, "window 50 or more, none held back"),
         "ordering": Outcome(True, "50 in order"),
+        "qos0-delivery": Outcome(True, "delivered at QoS 0"),
         "publisher-gone": Outcome(True, "500 of 500"),
         "retained": Outcome(True, "RETAIN=1"),
         "persistence": Outcome(False, "session present 0 after the restart"),  # sessions live in memory
@@ -154,6 +162,7 @@ DECLARED: dict[str, dict[str, Outcome]] = {
         "acl-subscribe-denied": Outcome(True, "granted, nothing delivered"),
         "inflight-window": Outcome(True, "window 20"),
         "ordering": Outcome(True, "50 in order"),
+        "qos0-delivery": Outcome(True, "delivered at QoS 0"),
         "publisher-gone": Outcome(True, "500 of 500"),
         "retained": Outcome(True, "RETAIN=1"),
         "persistence": Outcome(True, "session and message kept"),
@@ -172,6 +181,7 @@ DECLARED: dict[str, dict[str, Outcome]] = {
         "acl-subscribe-denied": Outcome(True, "granted, nothing delivered"),
         "inflight-window": Outcome(True, "window 20"),
         "ordering": Outcome(True, "50 in order"),
+        "qos0-delivery": Outcome(True, "delivered at QoS 0"),
         "publisher-gone": Outcome(True, "500 of 500"),
         "retained": Outcome(True, "RETAIN=1"),
         "persistence": Outcome(True, "session and message kept"),

@@ -66,6 +66,7 @@ CHECKS: dict[str, Callable[[Session], Outcome]] = {
     "acl-subscribe-denied": delivery.acl_subscribe_denied,
     "inflight-window": delivery.inflight_window,
     "ordering": delivery.ordering,
+    "qos0-delivery": delivery.qos0_delivery,
     "publisher-gone": delivery.publisher_gone,
     "retained": delivery.retained,
     "persistence": sessions.persistence,

@@ -1,7 +1,7 @@
 """The broker semantics suite's properties of delivery: what reaches whom, how much at
 once and in what order, on connections that stay up: the grants of ``brokers.access``, the
-in-flight window, the order of one publisher's messages, messages acknowledged just before
-their publisher leaves, retained messages. Each check is a few lines of MQTT exchange on
+in-flight window, the order of one publisher's messages, the QoS a QoS 0 message is
+delivered at, messages acknowledged just before their publisher leaves, retained messages. Each check is a few lines of MQTT exchange on
 the clients of ``brokers.semantics_client``; ``brokers.semantics`` runs them by property id.
 
 Separate from the session properties (``brokers.semantics_sessions``), which reconnect a
@@ -96,6 +96,19 @@ def ordering(s: Session) -> Outcome:
     if late is not None:
         raise NotKept(f"{late} arrived after {seen[seen.index(late) - 1]}")
     return Outcome(True, f"{IN_ORDER} in order")
+
+
+def qos0_delivery(s: Session) -> Outcome:
+    sub = s.subscriber("sub")  # subscribed at QoS 1
+    pub = s.client("pub")
+    pub.paho.publish(unicast(sub), b"qos0", qos=0)
+    pub.publish(unicast(sub), b"marker")  # after the QoS 0 message: one publisher, one topic
+    got = [m for m in sub.receive_until(b"marker") if m.payload == b"qos0"]
+    if not got:
+        raise NotKept("not delivered")
+    if got[0].qos != 0:
+        raise NotKept(f"delivered at QoS {got[0].qos}")
+    return Outcome(True, "delivered at QoS 0")
 
 
 def publisher_gone(s: Session) -> Outcome:

@@ -322,6 +322,7 @@ BROKEN = [
     ("acl-subscribe-denied", [], None, "delivered outside the grants (SUBACK 0x1)"),
     ("inflight-window", ["max_inflight_messages 1", "max_queued_messages 1"], None, "window 1, 48 of 50 dropped"),
     ("ordering", [], {"swap": True}, "0 arrived after 1"),
+    ("qos0-delivery", ["upgrade_outgoing_qos true"], None, "delivered at QoS 1"),
     ("retained", ["retain_available false"], None, "no PUBACK for a message to bc-retained-"),
     ("persistence", ["persistence false"], None, "session present 0 after the restart"),
 ]
