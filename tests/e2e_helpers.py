@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import threading
 from pathlib import Path
 
 import paho.mqtt.client as paho
@@ -63,9 +64,12 @@ class BrokerClient:
     def __init__(self, sim: Simulation, client_id: str, *, subscribe: bool = False) -> None:
         host, port = sim.brokers.endpoint("gbid1")
         self.replies: list[bytes] = []
+        self.qos: list[int] = []  # the QoS each reply was delivered at, in their order
+        self.subscribed = threading.Event()
         self.client = paho.Client(CallbackAPIVersion.VERSION2, client_id=client_id, protocol=paho.MQTTv311)
         self.client.username_pw_set(*sim.brokers.credentials(client_id))
-        self.client.on_message = lambda c, u, m: self.replies.append(bytes(m.payload))
+        self.client.on_message = lambda c, u, m: (self.replies.append(bytes(m.payload)), self.qos.append(m.qos))
+        self.client.on_subscribe = lambda *args: self.subscribed.set()
         self.client.connect(host, port)
         if subscribe:
             self.client.subscribe(f"{client_id}/#", qos=1)

@@ -38,7 +38,8 @@ MESSAGE_TYPES = frozenset(
         MULTICAST,
     }
 )
-EFFORTS = frozenset({"NORMAL", "BEST_EFFORT"})
+NORMAL, BEST_EFFORT = "NORMAL", "BEST_EFFORT"  # joynr's MessagingQosEffort
+EFFORTS = frozenset({NORMAL, BEST_EFFORT})
 # The custom header that pairs a reply with its request (joynr's requestReplyId; on joynr's
 # own wire it travels as the custom header "z4", see joynr_sim.wire.joynr).
 REQUEST_REPLY_ID = "requestReplyId"

@@ -243,8 +243,13 @@ class MemoryMqttConnection:
     async def wait_connected(self, timeout_s: float) -> None:
         await until_connected(self, timeout_s)
 
-    def publish(self, topic: str, payload: bytes) -> int:
+    def publish(self, topic: str, payload: bytes, qos: int = QOS) -> int:
         mid = self._mid()
+        if qos == 0:  # paho sends it on the open socket or refuses it: nothing is kept
+            if self._channel is None:
+                raise ConnectionError(f"gbid {self.gbid!r}: publish refused: The client is not currently connected.")
+            self._send(("publish", 0, topic, payload, 0, False, False))
+            return mid
         self._outgoing[mid] = (topic, payload)
         self._pump()
         return mid

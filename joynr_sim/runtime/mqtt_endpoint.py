@@ -25,12 +25,12 @@ from ..core.actions import Action, Drop, Send
 from ..core.address import MqttAddress
 from ..core.limits import InvalidField, check_unicast_topic, shorten
 from ..core.links import LinkRegistry
-from ..core.message import MULTICAST, JoynrMessage
+from ..core.message import BEST_EFFORT, MULTICAST, JoynrMessage
 from ..core.node import Node
 from ..store.group_commit import after_commit
 from ..store.outbox import Outbox
 from ..trace import TraceWriter
-from ..transport.mqtt import MqttConnection
+from ..transport.mqtt import BEST_EFFORT_QOS, MqttConnection
 from ..transport.mqtt_topics import check_publish_topic, multicast_topic, unicast_topic
 from ..transport.network import REAL
 from ..transport.paho_client import Delivery
@@ -262,9 +262,15 @@ class MqttEndpoint(Port):
         grants refuse (a route's topic of more than one level), which is never published.
 
         The outbox row is written first and the client gets the message once it is
-        committed (end of this turn), so a crash never loses a message paho had taken."""
+        committed (end of this turn), so a crash never loses a message paho had taken.
+
+        A message of effort BEST_EFFORT goes out at QoS 0, as joynr's MqttMessagingStub
+        sends it: no outbox row and no unsettled delivery (a crash or a lost connection
+        loses it, as it does joynr's), and without a connection it is refused now, as
+        paho keeps no QoS 0 message for a reconnect."""
         conn = self.connections.get(gbid)
-        if conn is None:
+        best_effort = msg.effort == BEST_EFFORT
+        if conn is None or (best_effort and not conn.connected.is_set()):
             return ("no-connection", None)
         try:
             if multicast:
@@ -276,9 +282,23 @@ class MqttEndpoint(Port):
             return ("invalid-message", str(exc))
         tag = _tag(msg)
         sessions = self._live_sessions()
+        if best_effort:
+            after_commit(self._send_best_effort, sessions, conn, msg, full_topic, payload)
+            return None
         sessions.publishing(conn, tag, full_topic, payload)
         after_commit(self._send_committed, sessions, conn, msg, tag, full_topic, payload)
         return None
+
+    def _send_best_effort(self, sessions: BrokerSessions, conn: MqttConnection, msg: JoynrMessage, topic: str,
+                          payload: bytes) -> None:
+        """At QoS 0, after the turn's writes as every publish: sent now, or dropped."""
+        if sessions is not self.sessions or sessions.closed or self.connections.get(conn.gbid) is not conn:
+            return
+        try:
+            conn.publish(topic, payload, BEST_EFFORT_QOS)
+        except (ValueError, ConnectionError) as exc:
+            self.host.carry_out([Drop(msg, "no-connection", via="mqtt", gbid=conn.gbid,
+                                      detail=shorten(f"{type(exc).__name__}: {exc}", 200))])
 
     def _send_committed(self, sessions: BrokerSessions, conn: MqttConnection, msg: JoynrMessage, tag: str,
                         topic: str, payload: bytes) -> None:

@@ -44,6 +44,9 @@ from .mqtt_topics import unicast_topic as unicast_topic
 from .paho_client import Delivery, LoopClient
 
 QOS = 1
+# joynr's MqttMessagingStub publishes a message of effort BEST_EFFORT at QoS 0, every other
+# at QoS 1 (its DEFAULT_QOS_LEVEL); subscriptions are made at QoS 1.
+BEST_EFFORT_QOS = 0
 _conn_ids = itertools.count(1)
 CONNECT_TIMEOUT_S = 5  # paho's own connect timeout
 RECONNECT_MIN_DELAY_S, RECONNECT_MAX_DELAY_S = 0.05, 1.0
@@ -330,11 +333,13 @@ class MqttConnection:
         paho keeps retrying in the background either way."""
         await until_connected(self, timeout_s)
 
-    def publish(self, topic: str, payload: bytes) -> int:
+    def publish(self, topic: str, payload: bytes, qos: int = QOS) -> int:
         """Queue a QoS 1 publish; paho sends it now or after the next reconnect. Returns
-        the packet id that ``on_published`` reports once the broker acknowledged it."""
-        info = self._client.publish(topic, payload, qos=QOS)
-        if info.rc not in (MQTTErrorCode.MQTT_ERR_SUCCESS, MQTTErrorCode.MQTT_ERR_NO_CONN):
+        the packet id that ``on_published`` reports once the broker acknowledged it.
+        ``qos`` 0: sent now or never (paho keeps no QoS 0 message for a reconnect), so
+        without a connection it raises ConnectionError."""
+        info = self._client.publish(topic, payload, qos=qos)
+        if info.rc != MQTTErrorCode.MQTT_ERR_SUCCESS and (qos == 0 or info.rc != MQTTErrorCode.MQTT_ERR_NO_CONN):
             raise ConnectionError(f"gbid {self.gbid!r}: publish refused: {paho.error_string(info.rc)}")
         return info.mid
 
