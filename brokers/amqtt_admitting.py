@@ -60,7 +60,6 @@ from amqtt.utils import format_client_message, gen_client_id
 from brokers.amqtt_access import refusal
 from brokers.amqtt_session import SessionHandler, store_outgoing
 
-
 # The QoS of the PUBLISH being routed, for the broadcast it makes (see _handle_message_delivery).
 _PUBLISHED_QOS: contextvars.ContextVar[int | None] = contextvars.ContextVar("published_qos", default=None)
 

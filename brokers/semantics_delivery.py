@@ -1,8 +1,9 @@
 """The broker semantics suite's properties of delivery: what reaches whom, how much at
 once and in what order, on connections that stay up: the grants of ``brokers.access``, the
 in-flight window, the order of one publisher's messages, the QoS a QoS 0 message is
-delivered at, messages acknowledged just before their publisher leaves, retained messages. Each check is a few lines of MQTT exchange on
-the clients of ``brokers.semantics_client``; ``brokers.semantics`` runs them by property id.
+delivered at, messages acknowledged just before their publisher leaves, retained messages.
+Each check is a few lines of MQTT exchange on the clients of ``brokers.semantics_client``;
+``brokers.semantics`` runs them by property id.
 
 Separate from the session properties (``brokers.semantics_sessions``), which reconnect a
 client or restart the broker and judge what the session held.
