@@ -32,6 +32,7 @@ from trace_schema.run_location import run_location_arg
 
 from .brokers_console import add_parser as add_brokers_parser
 from .core.address import ADDRESS_TYPES
+from .core.gcd import GCD_PLACES
 from .core.policies import POLICIES, RUNTIME_KINDS
 from .core.routing import policy_matrix
 from .core.variants import RULE_SET_NAMES, VARIANTS
@@ -213,7 +214,8 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
                          seed=args.seed, gcd_store=args.gcd_store, console=console, report=args.report,
                          check=args.check, junit=args.junit, jobs=args.jobs, hosts=hosts,
                          join=(args.join, args.join_hosts, args.join_timeout) if args.join else None,
-                         network=args.network, gcd_last_seen_timeout_ms=args.gcd_last_seen_timeout, wire=args.wire)
+                         network=args.network, gcd_last_seen_timeout_ms=args.gcd_last_seen_timeout, wire=args.wire,
+                         gcd=args.gcd)
 
 
 MAX_HOSTS = 1024
@@ -329,6 +331,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "Ray actors (default: one process per runtime; for a fleet scenario: cores)")
     p.add_argument("--wire", choices=list(WIRES), help="the bytes messages travel in: joynr-sim (the default, "
                    "msgpack frames) or joynr (SMRF frames with joynr's headers and JSON payloads)")
+    p.add_argument("--gcd", choices=list(GCD_PLACES), help="own (the default): a GCD instance per backend; "
+                   "external: none, a discovery service serves the external brokers' GCD topic already (a joynr JDS)")
     p.add_argument("--ray", metavar="ADDRESS", help="with --hosts ray: the Ray cluster's head, HOST:PORT (default: a "
                    "Ray instance of this command's own, on loopback)")
     p.set_defaults(func=cmd_run)

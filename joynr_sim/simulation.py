@@ -5,9 +5,10 @@
         app = await sim.libjoynr("app1", cc1)
 
 Every runtime traces under ``<run_dir>/trace/``, the broker set as runtime ``brokers``. Every
-backend gets a GCD instance (runtime ``gcd-<gbid>``), all on one store. Closing heals every
-link, stops every runtime gracefully, then the brokers. The run directory is its owner's
-only: it holds the brokers' password.
+backend gets a GCD instance (runtime ``gcd-<gbid>``), all on one store; ``gcd="external"``:
+none, a discovery service serves the external brokers' GCD topic. Closing heals every link,
+stops every runtime gracefully, then the brokers. The run directory is its owner's only: it
+holds the brokers' password.
 
 With ``faults=True`` (the default) every link can be faulted (``joynr_sim.faults``): each
 MQTT connection of a cluster controller or GCD instance, and each libjoynr runtime's
@@ -42,7 +43,7 @@ from trace_schema.run_location import run_location
 
 from .clock import RuntimeClock, SimClock
 from .core.address import Address, WebSocketAddress
-from .core.gcd import GCD_TOPIC
+from .core.gcd import GCD_TOPIC, OWN_GCD
 from .core.ids import new_hex
 from .core.links import LinkRegistry
 from .core.variants import variant_of
@@ -58,7 +59,7 @@ from .network import MEMORY, choose_network, memory_processes, virtual_clock
 from .network.memory import MemoryBrokers, MemoryNetwork
 from .runtime.base import Runtime
 from .runtime.cluster_controller import ClusterController
-from .runtime.gcd_service import GcdService, gcd_runtime_id
+from .runtime.gcd_service import GcdService, gcd_place, gcd_runtime_id
 from .runtime.libjoynr import LibjoynrRuntime
 from .runtime.sessions import open_link_registry
 from .trace import TraceWriter
@@ -90,6 +91,7 @@ class Simulation:
         join_timeout_s: float = JOIN_TIMEOUT_S,
         ray_address: str | None = None,
         wire: str = DEFAULT_WIRE,
+        gcd: str = OWN_GCD,
     ) -> None:
         """hosts: with processes, place the runtimes in this many host processes (a cluster
         controller in the next one in turn, its libjoynr runtimes with it; see
@@ -151,6 +153,7 @@ class Simulation:
         # All GCD instances share one store: SQLite in the run directory unless a URL is given.
         self.gcd_store = gcd_store or str(self.run_dir / "gcd.sqlite")
         self.gcds: dict[str, GcdService] = {}
+        self.gcd = gcd_place(gcd, self.brokers.kind)
         self._link_registries: dict[str, LinkRegistry] = {}
         if not isinstance(faults, bool):
             raise ValueError(f"faults: expected true or false, got {faults!r}")
@@ -164,13 +167,13 @@ class Simulation:
         return self
 
     async def start(self) -> None:
-        """Brokers first, then a GCD instance per backend."""
+        """Brokers first, then a GCD instance per backend (none with an external GCD)."""
         if self._hosts is not None:
             self._hosts.fill()
         await self.brokers.start()
         if isinstance(self._hosts, JoinedHosts):
             await self._hosts.connect()
-        for gbid in self.gbids:
+        for gbid in self.gbids if self.gcd == OWN_GCD else ():
             brokers = await self._mqtt_links(gcd_runtime_id(gbid), "gcd", [gbid])
             gcd = GcdService(
                 gbid, self.gbids, brokers, store_url=self.gcd_store,
@@ -257,9 +260,8 @@ class Simulation:
     async def _mqtt_links(self, runtime_id: str, kind: str, gbids: list[str]) -> Any:
         """The broker directory a runtime connects through: its own proxy per GBID, else the broker set."""
         self._check_new(runtime_id)
-        for gbid in gbids:
-            if gbid not in self.gbids:
-                raise ValueError(f"gbids: {gbid!r} is not one of this simulation's GBIDs {self.gbids}")
+        for gbid in (g for g in gbids if g not in self.gbids):
+            raise ValueError(f"gbids: {gbid!r} is not one of this simulation's GBIDs {self.gbids}")
         if len(set(gbids)) != len(gbids):
             raise ValueError(f"gbids: repeated GBID in {gbids!r}")
         if self.faults.enabled and self.network is not None:  # the memory network's links: no proxies
@@ -295,8 +297,7 @@ class Simulation:
                     self._hosts.place(cc.runtime_id)  # the next joined host in turn
             else:
                 cc = ClusterController(
-                    cc_id, gbids, brokers, runtime_id=runtime_id,
-                    provisioned=provisioned,
+                    cc_id, gbids, brokers, runtime_id=runtime_id, provisioned=provisioned,
                     link_registry=self.link_registry(cc_id, kwargs.pop("detached_timeout_ms", None)),
                     **self._common(own_clock=True), **kwargs,
                 )

@@ -63,6 +63,10 @@ DEFAULT_GBID = "joynrdefaultgbid"
 GCD_PARTICIPANT_ID = "capabilitiesdirectory_participantid"
 GCD_TOPIC = "discoverydirectory_channelid"
 GCD_INTERFACE = "infrastructure/GlobalCapabilitiesDirectory"
+# Where a run's GCD is: its own instances, one per backend (the default), or a discovery
+# service already serving the external brokers' GCD topic (a joynr JDS, another run's GCD).
+OWN_GCD, EXTERNAL_GCD = "own", "external"
+GCD_PLACES = (OWN_GCD, EXTERNAL_GCD)
 
 
 @dataclass(frozen=True)

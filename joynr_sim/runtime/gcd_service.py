@@ -31,7 +31,14 @@ from ..core.discovery import (
     InvalidDiscoveryEntry,
 )
 from ..core.errors import ApplicationException, ProviderRuntimeException
-from ..core.gcd import GCD_INTERFACE, GCD_PARTICIPANT_ID, GCD_TOPIC, GlobalCapabilitiesDirectory
+from ..core.gcd import (
+    EXTERNAL_GCD,
+    GCD_INTERFACE,
+    GCD_PARTICIPANT_ID,
+    GCD_PLACES,
+    GCD_TOPIC,
+    GlobalCapabilitiesDirectory,
+)
 from ..core.links import LinkRegistry
 from ..core.node import GcdNode
 from ..core.routing import RoutingEntry
@@ -41,6 +48,16 @@ from .base import FOREVER_MS, Runtime, offer_route
 from .mqtt_endpoint import BrokerDirectory, MqttEndpoint
 from .participants import ProviderSkeleton
 from .ports import NoDirectory, Port
+
+
+def gcd_place(gcd: str, broker_kind: str) -> str:
+    """A run's choice of GCD (``core.gcd.GCD_PLACES``), checked: an external one only on
+    external brokers, where a discovery service can be serving; a ValueError otherwise."""
+    if gcd not in GCD_PLACES:
+        raise ValueError(f"gcd: expected one of {', '.join(GCD_PLACES)}, got {str(gcd)[:40]!r}")
+    if gcd == EXTERNAL_GCD and broker_kind != "external":
+        raise ValueError("gcd: 'external' needs external brokers (gbid=mqtt://...), where a discovery service runs")
+    return gcd
 
 
 def gcd_runtime_id(gbid: str) -> str:

@@ -30,6 +30,7 @@ from rich.table import Table
 from brokers import BrokerSpecError, parse_broker, redact
 
 from ..core.variants import RULE_SET_NAMES
+from ..runtime.gcd_service import gcd_place
 from ..write_failure import WriteFailure
 from .loader import ScenarioError, load_scenarios
 from .matrix import (
@@ -73,6 +74,7 @@ def run_scenarios(
     network: str | None = None,
     gcd_last_seen_timeout_ms: int | None = None,
     wire: str | None = None,
+    gcd: str | None = None,
 ) -> int:
     """Run the scenarios under ``paths``; returns the exit status (see the module). With
     ``report``, the HTML report of the runs goes to ``out/report/`` and its index is printed,
@@ -81,7 +83,8 @@ def run_scenarios(
     hosts, seconds to wait for them): the runtimes run on hosts that joined (``host.join``).
     ``hosts`` and ``network``: see ``run_scenario``. ``gcd_last_seen_timeout_ms`` switches the
     GCD's last-seen sweep on in every scenario, over what a scenario says. ``wire``: the bytes
-    every run's messages travel in (``joynr_sim.wire.codecs``; None: the default wire)."""
+    every run's messages travel in (``joynr_sim.wire.codecs``; None: the default wire). ``gcd``:
+    ``external`` starts no GCD, one serves the external brokers already (``core.gcd``)."""
     err = Console(stderr=True)
 
     def refuse(message: str) -> int:
@@ -99,6 +102,8 @@ def run_scenarios(
         scenarios = [replace(s, gcd_last_seen_timeout_ms=gcd_last_seen_timeout_ms) for s in scenarios]
     if wire is not None:
         scenarios = [replace(s, wire=wire) for s in scenarios]
+    if gcd is not None:
+        scenarios = [replace(s, gcd=gcd) for s in scenarios]
     matrix = policy == ALL_POLICIES
     policies = list(RULE_SET_NAMES) if matrix else [policy]
     problem = (check_inputs(scenarios, out=out, broker=broker, gcd_store=gcd_store,
@@ -107,7 +112,8 @@ def run_scenarios(
                or (check_matrix_target(out) if matrix else None)
                or (check_junit_target(junit) if junit else None)
                or (None if 1 <= jobs <= MAX_JOBS else f"--jobs must be 1 to {MAX_JOBS}, got {jobs}")
-               or (_join_problem(join, broker, matrix) if join else None))
+               or (_join_problem(join, broker, matrix) if join else None)
+               or (_gcd_problem(gcd, broker, scenarios) if gcd else None))
     if problem:
         return refuse(problem)
     if matrix:
@@ -160,6 +166,16 @@ def run_scenarios(
     if report and results:
         status = _write_report(results, out, console, err, status, matrix)
     return status
+
+
+def _gcd_problem(gcd: str, broker: str | None, scenarios: list) -> str | None:
+    """--gcd external: every scenario's brokers external, as the simulation requires."""
+    try:
+        for scenario in scenarios:
+            gcd_place(gcd, parse_broker(broker or scenario.broker).kind)
+    except (ValueError, BrokerSpecError) as exc:
+        return f"--gcd: {exc}"
+    return None
 
 
 def _join_problem(join: tuple[str, int, float], broker: str | None, matrix: bool) -> str | None:

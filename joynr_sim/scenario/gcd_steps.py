@@ -40,6 +40,8 @@ class GcdSteps:
 
     async def _gcd_problem(self, a: Mapping[str, Any]) -> str | None:
         pid = self.participant(a["participant"])
+        if not self.sim.gcds:
+            return "expect_gcd reads the run's own GCD's store, and this run's GCD is external (--gcd external)"
         gcd = next(iter(self.sim.gcds.values()))
         now = self.sim.clock.now_ms()
         rows = await gcd.run(lambda g: {

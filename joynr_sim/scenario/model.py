@@ -24,6 +24,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
+from ..core.gcd import OWN_GCD
 from ..wire.codecs import DEFAULT_WIRE
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -224,6 +225,8 @@ class Scenario:
     # The bytes the run's messages travel in (joynr_sim.wire.codecs): the run's choice
     # (run --wire), not the file's: the routing a scenario tests is the same on every wire.
     wire: str = DEFAULT_WIRE
+    # Where the GCD is (core.gcd.GCD_PLACES): the run's choice (run --gcd), as the wire.
+    gcd: str = OWN_GCD
 
     @property
     def checks(self) -> bool:

@@ -229,8 +229,7 @@ async def run_scenario(
             sim = Simulation(run_dir, gbids=list(scenario.backends), broker=broker, network=network,
                              policy=rule_set(scenario.policy, result.column),
                              gcd_last_seen_timeout_ms=scenario.gcd_last_seen_timeout_ms, wire=scenario.wire,
-                             run_id=result.run_id, seed=seed, gcd_store=gcd_store,
-                             hosts=hosts,
+                             run_id=result.run_id, seed=seed, gcd_store=gcd_store, gcd=scenario.gcd, hosts=hosts,
                              broker_autosave=scenario.fleet.broker_autosave if scenario.fleet else None,
                              **(joined or {"faults": scenario.fleet is None}))
             trace = TraceWriter(run_dir, result.run_id, "runner", "runner", sim.clock)
