@@ -31,9 +31,12 @@ key; ``first_explanations`` gives each key the first that holds, in the file's o
   A receiver that starts again resumes its persistent session (the broker owes it the
   message), and a sender's outbox sends again what its broker never acknowledged: neither
   end explains an MQTT hop.
+- ``receiver-outside`` (via mqtt): a receiver is outside the run (``life.outside``: a
+  discovery service the run uses and does not run), so its arrival is in no trace.
 
 A hop's receivers (``Evidence.receivers``): for via mqtt, every runtime whose start
-(``own_topics``) owns the target's topic; for via ws, the runtime whose id is the target,
+(``own_topics``) owns the target's topic, and every party outside the run whose
+``life.outside`` does; for via ws, the runtime whose id is the target,
 when a start has that target (a WebSocketClient address names its libjoynr runtime); for
 any via, every runtime that first received another hop sent to the same target. A hop
 that resolves to no runtime has no receivers: only its broker (or, via ws, its sender)
@@ -63,6 +66,7 @@ UNACCOUNTED_DROPS: tuple[str, ...] = tuple(_SPEC["unaccounted_drop_reasons"])
 NETWORK: tuple[str, ...] = tuple(_SPEC["network_vias"])  # a hop to another runtime
 RANK: dict[str, int] = dict(_SPEC["order"]["rank"])  # within one ts and hop count
 NEVER = 2**62  # "no bound" for a time comparison
+OUTSIDE = "life.outside"  # a party outside the run and the topics it serves
 
 EXCHANGE = ["run", "msg"]  # the key of a request's exchange
 HOP = ["run", "msg", "hops", "rt"]  # the key of a hop: rt is its sender
@@ -130,6 +134,11 @@ def resubscriptions(ctx: CheckContext) -> DataFrame:
     )
 
 
+def outside(ctx: CheckContext) -> DataFrame:
+    """The parties the run uses and does not run (``life.outside``): few rows."""
+    return ctx.small(ctx.of(OUTSIDE).select("run", F.col("target").alias("who")).distinct())
+
+
 # -- the explanations --------------------------------------------------------------------
 @dataclass(frozen=True)
 class Evidence:
@@ -140,6 +149,7 @@ class Evidence:
     receivers: DataFrame  # HOP, who: the runtimes the hop went to
     ends: DataFrame  # see ``ends``
     resubscriptions: DataFrame  # see ``resubscriptions``
+    outside: DataFrame  # run, who: the parties outside the run (``outside``)
 
 
 # Each explanation is a condition on one of these frames, built once per judgement (a
@@ -174,6 +184,11 @@ def _session(e: Evidence) -> DataFrame:
     attached to before, the receiver's first attach after that end."""
     return (e.hops.withColumnRenamed("gbid", "who_gbid").join(e.receivers, HOP)
             .join(e.resubscriptions, ["run", "who", "who_gbid"]))
+
+
+def _outside_receivers(e: Evidence) -> DataFrame:
+    """Each hop with every one of its receivers that is outside the run."""
+    return e.hops.join(e.receivers, HOP).join(e.outside, ["run", "who"])
 
 
 def _via(name: str) -> Column:
@@ -227,6 +242,10 @@ def receiver_gone() -> Column:
     return _via("mqtt") & (F.col("role") == "receiver") & F.col("up_ts").isNull() & _in_flight()
 
 
+def receiver_outside() -> Column:
+    return _via("mqtt")
+
+
 @dataclass(frozen=True)
 class Explanation:
     evidence: Callable[[Evidence], DataFrame]  # the frame it judges: an exchange's, or a hop's
@@ -237,7 +256,7 @@ class Explanation:
         return self.evidence in _HOP_FRAMES
 
 
-_HOP_FRAMES = (_parties, _broker, _session)
+_HOP_FRAMES = (_parties, _broker, _session, _outside_receivers)
 
 EXPLANATIONS: dict[str, Explanation] = {
     "drop-recorded": Explanation(_exchange, drop_recorded),
@@ -248,6 +267,7 @@ EXPLANATIONS: dict[str, Explanation] = {
     "broker-down": Explanation(_broker, broker_down),
     "session-lost": Explanation(_session, session_lost),
     "receiver-gone": Explanation(_parties, receiver_gone),
+    "receiver-outside": Explanation(_outside_receivers, receiver_outside),
 }
 
 

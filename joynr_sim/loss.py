@@ -26,6 +26,7 @@ ENDS = frozenset(_SPEC["ends"])
 STARTS = frozenset(_SPEC["starts"])
 UNACCOUNTED_DROPS = frozenset(_SPEC["unaccounted_drop_reasons"])
 NETWORK = frozenset(_SPEC["network_vias"])
+OUTSIDE = "life.outside"  # a party outside the run and the topics it serves
 _RANK = _SPEC["order"]["rank"]
 NEVER = 2**62
 
@@ -94,6 +95,7 @@ class Exchanges:
         self.attaches: list[Event] = []
         self.topic_owners: dict[str, set[str]] = defaultdict(set)
         self.started: set[str] = set()  # every runtime or broker id that ever started
+        self.outside: set[str] = set()  # parties the run uses and does not run (life.outside)
         arrivals: list[Event] = []
         starts: dict[str, list[int]] = defaultdict(list)
         downs: list[Event] = []
@@ -113,6 +115,10 @@ class Exchanges:
             elif ev in STARTS:
                 starts[e.get("target")].append(e["ts"])
                 self.started.add(e.get("target"))
+                for topic in e.get("own_topics") or ():
+                    self.topic_owners[topic].add(e.get("target"))
+            elif ev == OUTSIDE:
+                self.outside.add(e.get("target"))
                 for topic in e.get("own_topics") or ():
                     self.topic_owners[topic].add(e.get("target"))
             elif ev == "link.attach" and e.get("session_present") is not None:
@@ -285,6 +291,11 @@ def receiver_gone(x: Exchanges, request: str, last: Event | None) -> bool:
         any(e.up_ts is None and _in_flight(e, hop) for e in x.ends_of(hop.receivers))
 
 
+def receiver_outside(x: Exchanges, request: str, last: Event | None) -> bool:
+    hop = _network_hop(x, last)
+    return hop is not None and hop.via == "mqtt" and bool(x.outside & set(hop.receivers))
+
+
 def explaining_ends(x: Exchanges, verdict: Verdict) -> list[End]:
     """The crashes and stops behind an explained verdict, as its explanation saw them, for a
     reader to be told which end it was; none for a recorded drop, nor for a verdict that is
@@ -323,6 +334,7 @@ EXPLANATIONS: dict[str, Explanation] = {
     "broker-down": broker_down,
     "session-lost": session_lost,
     "receiver-gone": receiver_gone,
+    "receiver-outside": receiver_outside,
 }
 
 if tuple(EXPLANATIONS) != loss_explanations():

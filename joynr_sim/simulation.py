@@ -4,11 +4,11 @@
         cc1 = await sim.cluster_controller("cc1", ["gbid1"])
         app = await sim.libjoynr("app1", cc1)
 
-Every runtime traces under ``<run_dir>/trace/``, the broker set as runtime ``brokers``. Every
-backend gets a GCD instance (runtime ``gcd-<gbid>``), all on one store; ``gcd="external"``:
-none, a discovery service serves the external brokers' GCD topic. Closing heals every link,
-stops every runtime gracefully, then the brokers. The run directory is its owner's only: it
-holds the brokers' password.
+Every runtime traces under ``<run_dir>/trace/``, the broker set as runtime ``brokers``. Each
+backend gets a GCD instance (``gcd-<gbid>``), one store for all; ``gcd="external"``: none, a
+discovery service serves the external brokers' GCD topic (traced as ``life.outside``).
+Closing heals every link, stops every runtime, then the brokers. The run directory is its
+owner's only: it holds the brokers' password.
 
 With ``faults=True`` (the default) every link can be faulted (``joynr_sim.faults``): each
 MQTT connection of a cluster controller or GCD instance, and each libjoynr runtime's
@@ -19,8 +19,7 @@ With ``processes=True`` (the default on real brokers) every cluster controller a
 runtime runs in a host process of its own (``joynr_sim.host``): a crash is SIGKILL of that
 process, a restart a new process that knows only what was persisted; the handles given out
 (``RemoteClusterController``, ``RemoteLibjoynr``) answer what in-process runtimes do.
-``processes=False`` keeps every runtime in this process, as the memory network does. The
-GCD instances run in this process either way: they are the backend.
+``processes=False`` keeps every runtime here, as the memory network does (GCDs always).
 
 A write to the run directory that fails (a trace, an outbox, a link store, a routing-table
 store: ``joynr_sim.write_failure``), here or in any host process, is the simulation's
@@ -59,7 +58,7 @@ from .network import MEMORY, choose_network, memory_processes, virtual_clock
 from .network.memory import MemoryBrokers, MemoryNetwork
 from .runtime.base import Runtime
 from .runtime.cluster_controller import ClusterController
-from .runtime.gcd_service import GcdService, gcd_place, gcd_runtime_id
+from .runtime.gcd_service import GcdService, gcd_place, gcd_runtime_id, trace_outside_gcds
 from .runtime.libjoynr import LibjoynrRuntime
 from .runtime.sessions import open_link_registry
 from .trace import TraceWriter
@@ -151,9 +150,8 @@ class Simulation:
         # A runtime in a host process has its own clock: it follows this one's advances.
         self.clock.on_advance(self._advance_hosts)
         # All GCD instances share one store: SQLite in the run directory unless a URL is given.
-        self.gcd_store = gcd_store or str(self.run_dir / "gcd.sqlite")
+        self.gcd_store, self.gcd = gcd_store or str(self.run_dir / "gcd.sqlite"), gcd_place(gcd, self.brokers.kind)
         self.gcds: dict[str, GcdService] = {}
-        self.gcd = gcd_place(gcd, self.brokers.kind)
         self._link_registries: dict[str, LinkRegistry] = {}
         if not isinstance(faults, bool):
             raise ValueError(f"faults: expected true or false, got {faults!r}")
@@ -167,13 +165,15 @@ class Simulation:
         return self
 
     async def start(self) -> None:
-        """Brokers first, then a GCD instance per backend (none with an external GCD)."""
+        """Brokers first, then a GCD instance per backend (an external GCD: none)."""
         if self._hosts is not None:
             self._hosts.fill()
         await self.brokers.start()
         if isinstance(self._hosts, JoinedHosts):
             await self._hosts.connect()
-        for gbid in self.gbids if self.gcd == OWN_GCD else ():
+        if self.gcd != OWN_GCD:  # traced, for the checks to know where its calls went
+            return trace_outside_gcds(self.brokers.trace, self.gbids)
+        for gbid in self.gbids:
             brokers = await self._mqtt_links(gcd_runtime_id(gbid), "gcd", [gbid])
             gcd = GcdService(
                 gbid, self.gbids, brokers, store_url=self.gcd_store,

@@ -267,6 +267,12 @@ def _loss_case(name: str, via: str = "mqtt", to: str = "cc-2", at: int = 10, **e
     return b
 
 
+def _outside(b: RunBuilder) -> RunBuilder:
+    """An external GCD serves topic ``gcd`` on g1."""
+    b.add("brokers", "life.outside", 0, target="gcd-g1", target_kind="gcd", gbids=["g1"], own_topics=["gcd"])
+    return b
+
+
 def _session(b: RunBuilder, present: bool) -> RunBuilder:
     """cc-2 attached to g1 before its broker ended, and again at 15 (after the send)."""
     b.add("cc-2", "link.attach", 1, gbid="g1", client_id="cc-2", conn="a", mode="establish", session_present=False)
@@ -349,6 +355,10 @@ def _loss_cases() -> dict[str, tuple[RunBuilder, str, str | None, str | None]]:
         "sender-ended": (_loss_case("sender-ended", cc_1=12), "unexplained", None, "q/2/cc-1"),
         # no runtime owns the topic: nobody's end but the broker's explains it
         "unresolved": (_loss_case("unresolved", to="cc-9", cc_2=12), "unexplained", None, "q/2/cc-1"),
+        # a party outside the run serves the topic (run --gcd external): its arrival is in no trace
+        "receiver-outside": (_outside(_loss_case("receiver-outside", to="gcd")), "explained", "receiver-outside",
+                             None),
+        "outside-elsewhere": (_outside(_loss_case("outside-elsewhere")), "unexplained", None, "q/2/cc-1"),
         "overtaken": (overtaken, "unexplained", None, "q/2/cc-1"),
     }
 

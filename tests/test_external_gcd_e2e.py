@@ -6,6 +6,8 @@ called on the joynr wire."""
 
 from __future__ import annotations
 
+import asyncio
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -53,3 +55,33 @@ def test_run_refuses_an_external_gcd_on_the_runs_own_brokers(tmp_path: Path) -> 
     assert result.returncode == 2, result.stdout + result.stderr
     assert "--gcd: gcd: 'external' needs external brokers" in result.stderr
     assert not (tmp_path / "runs").exists()
+
+
+async def test_a_scenario_run_against_an_external_gcd_checks_clean_with_the_gcd_traced_as_outside(
+        tmp_path: Path, brokers: str) -> None:  # noqa: F811
+    """run --gcd external --check: the hops to the serving GCD arrive in no trace of the run;
+    the run says who serves them (life.outside), and the checks judge them by it: with those
+    lines deleted, the same trace has hops that never arrived."""
+    scenario = ROOT / "scenarios" / "local-remote-global-provider-is-discovered.yaml"
+    out = tmp_path / "runs"
+    async with Simulation(tmp_path / "discovery", gbids=["gbid1", "gbid2"], broker=brokers, faults=False,
+                          wire=JOYNR):
+        run = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "joynr_sim.cli", "run", str(scenario), "--broker", brokers, "--gcd", "external",
+            "--wire", JOYNR, "--out", str(out), "--check", cwd=ROOT,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
+        output = (await asyncio.wait_for(run.communicate(), 300))[0].decode()
+    assert run.returncode == 0, output
+    run_dir = out / scenario.stem
+    brokers_trace = run_dir / "trace" / "brokers.ndjson"
+    lines = brokers_trace.read_text().splitlines()
+    outside = [json.loads(line) for line in lines if '"life.outside"' in line]
+    assert {(e["target"], tuple(e["own_topics"])) for e in outside} == {
+        ("gcd-gbid1", ("discoverydirectory_channelid",)), ("gcd-gbid2", ("discoverydirectory_channelid",))}
+    brokers_trace.write_text("".join(f"{line}\n" for line in lines if '"life.outside"' not in line))
+    check = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "joynr_sim.cli", "check", str(run_dir), cwd=ROOT,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
+    output = (await asyncio.wait_for(check.communicate(), 300))[0].decode()
+    assert check.returncode == 1, output
+    assert "gbid1/discoverydirectory_channelid" in output and "never arrived" in output

@@ -79,6 +79,15 @@ def test_a_receiver_gone_for_good_explains_an_mqtt_hop_in_flight():
     assert verdict(overtaken) == UNEXPLAINED  # a later message on the same way got through first
 
 
+def test_a_hop_to_a_party_outside_the_run_is_explained_by_it_alone():
+    gcd = "discoverydirectory_channelid"
+    outside = ev(0, "brokers", "life.outside", target="gcd-gbid1", target_kind="gcd", gbids=["gbid1"],
+                 own_topics=[gcd])
+    assert verdict([*started(), outside, mqtt_hop(10, to=gcd)]) == "explained (receiver-outside)"
+    assert verdict([*started(), mqtt_hop(10, to=gcd)]) == UNEXPLAINED  # nobody said it is served outside
+    assert verdict([*started(), outside, mqtt_hop(10)]) == UNEXPLAINED  # cc1 is the run's own: it traces
+
+
 def test_the_broker_of_the_hop_ending_or_down_explains_it():
     ended = [*started(), mqtt_hop(10), life(12, "life.crash", "broker-gbid1", "broker", gbid="gbid1")]
     assert verdict(ended) == "explained (broker-ended)"

@@ -178,6 +178,7 @@ NOT_SURE_TO_BE_REACHED = {
     "link.store", "link.takeover-storm", "link.resume",
     "fault.partition", "fault.blackhole", "fault.delay", "fault.heal", "fault.clock_skew",  # no library scenario yet
     "fault.duplicate", "fault.reorder",  # the memory network's own: never on the real brokers these runs use
+    "life.outside",  # only with --gcd external on external brokers: test_external_gcd_e2e reads it
 }
 
 

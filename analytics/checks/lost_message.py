@@ -47,11 +47,13 @@ from ..loss import (
     ENDS,
     EXCHANGE,
     HOP,
+    OUTSIDE,
     STARTS,
     Evidence,
     ends,
     first_explanations,
     on_the_way,
+    outside,
     resubscriptions,
     why_name,
 )
@@ -119,9 +121,10 @@ def _requests(ctx: CheckContext) -> DataFrame:
 
 
 def _topics(ctx: CheckContext) -> DataFrame:
-    """The MQTT topics each runtime owns, by its starts: few rows."""
+    """The MQTT topics each runtime owns, by its starts, and each party outside the run
+    serves: few rows."""
     return (
-        ctx.of(*STARTS).filter(F.col("own_topics").isNotNull())
+        ctx.of(*STARTS, OUTSIDE).filter(F.col("own_topics").isNotNull())
         .select("run", F.col("target").alias("who"), F.explode("own_topics").alias("topic"))
         .distinct()
     )
@@ -171,6 +174,7 @@ def find(ctx: CheckContext) -> dict:
         "topics": _topics(ctx),
         "started": _started(ctx),
         "resubscribed": resubscriptions(ctx),
+        "outside": outside(ctx),
     }
 
 
@@ -227,6 +231,7 @@ def _judge(ctx: CheckContext) -> tuple[DataFrame, DataFrame]:
         receivers=_receivers(hops, found),
         ends=found["ends"],
         resubscriptions=found["resubscribed"],
+        outside=found["outside"],
     )
     exchange_why, hop_why = first_explanations(evidence)
     return (requests.join(exchange_why, EXCHANGE, "left"),

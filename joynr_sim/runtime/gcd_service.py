@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -44,6 +44,7 @@ from ..core.node import GcdNode
 from ..core.routing import RoutingEntry
 from ..core.variants import variant_of
 from ..store.gcd_store import open_gcd_store
+from ..trace import TraceWriter
 from .base import FOREVER_MS, Runtime, offer_route
 from .mqtt_endpoint import BrokerDirectory, MqttEndpoint
 from .participants import ProviderSkeleton
@@ -58,6 +59,14 @@ def gcd_place(gcd: str, broker_kind: str) -> str:
     if gcd == EXTERNAL_GCD and broker_kind != "external":
         raise ValueError("gcd: 'external' needs external brokers (gbid=mqtt://...), where a discovery service runs")
     return gcd
+
+
+def trace_outside_gcds(trace: TraceWriter, gbids: Iterable[str]) -> None:
+    """An external GCD per backend, traced as the party outside the run serving the GCD's
+    topic there (``life.outside``): the checks' receiver of what the run sends it."""
+    for gbid in gbids:
+        trace.emit("life.outside", target=gcd_runtime_id(gbid), target_kind="gcd", gbids=[gbid],
+                   own_topics=[GCD_TOPIC])
 
 
 def gcd_runtime_id(gbid: str) -> str:
