@@ -73,6 +73,8 @@ async def test_a_scenario_run_against_an_external_gcd_checks_clean_with_the_gcd_
         output = (await asyncio.wait_for(run.communicate(), 300))[0].decode()
     assert run.returncode == 0, output
     run_dir = out / scenario.stem
+    manifest = json.loads((run_dir / "run.json").read_text())
+    assert (manifest["outcome"], manifest["wire"], manifest["gcd"]) == ("passed", JOYNR, "external")
     brokers_trace = run_dir / "trace" / "brokers.ndjson"
     lines = brokers_trace.read_text().splitlines()
     outside = [json.loads(line) for line in lines if '"life.outside"' in line]

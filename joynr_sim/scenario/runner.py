@@ -39,6 +39,7 @@ from typing import Any
 from brokers import BrokerError, BrokerSpecError, MosquittoNotFound, redact
 from brokers.promises import declared
 
+from ..core.gcd import OWN_GCD
 from ..core.ids import ids_seeded, seeded_ids
 from ..core.variants import parse_rule_set, rule_set
 from ..host.ray.ray_hosts import RayUnavailable
@@ -46,6 +47,7 @@ from ..network import MEMORY, check_network, virtual_loop
 from ..network.virtual_loop import on_virtual_time
 from ..simulation import Simulation
 from ..trace import TraceWriter
+from ..wire.codecs import DEFAULT_WIRE
 from ..write_failure import Failures, WriteFailure, record, unwatch, watch
 from .fleet import FleetRunner, fleet_hosts, wave_steps
 from .model import Scenario
@@ -102,6 +104,8 @@ class RunResult:
     # What the broker kind is declared to keep (brokers.promises): property id -> kept, how, relied_on
     broker_properties: dict[str, dict[str, Any]] = field(default_factory=dict)
     variant: str = ""  # the variant over the policy (core.variants); empty: the seeds' rules
+    wire: str = DEFAULT_WIRE  # the bytes its messages travelled in (wire.codecs)
+    gcd: str = OWN_GCD  # the run's own GCD instances, or an external one (core.gcd)
 
     @property
     def column(self) -> str:
@@ -206,6 +210,8 @@ async def run_scenario(
         variant=variant.name if variant else "",
         broker=MEMORY if network == MEMORY else redacted_broker(broker),
         network=network or "",
+        wire=scenario.wire,
+        gcd=scenario.gcd,
         broker_properties=declared(MEMORY) if network == MEMORY else broker_properties(broker),
         seed=seed,
         reproduces={"seed": scenario.reproduces.seed, "scenario": scenario.reproduces.scenario},
