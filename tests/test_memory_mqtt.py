@@ -140,6 +140,30 @@ def test_a_publish_is_delivered_acknowledged_and_reported_published() -> None:
     virtual_loop.run(main())
 
 
+def test_a_qos_0_publish_is_delivered_at_qos_0_never_queued_and_refused_without_a_connection() -> None:
+    # paho's and Mosquitto's: a QoS 0 message goes out on the open socket or not at all, is
+    # delivered at QoS 0 to a QoS 1 subscription and kept for no session that is away.
+    async def main() -> None:
+        net = await network()
+        sender, receiver = await Node(net, "cc1").connect(), await Node(net, "cc2").connect()
+        sender.conn.publish(unicast_topic("cc2"), b"best effort", 0)
+        await asyncio.sleep(SETTLE_S)
+        assert receiver.messages == [b"best effort"] and receiver.deliveries[0].qos == 0
+        assert sender.published == [] and net.brokers.broker(GBID).sessions["cc2"].inflight == {}
+        await receiver.conn.stop()
+        sender.conn.publish(unicast_topic("cc2"), b"while away", 0)
+        sender.conn.publish(unicast_topic("cc2"), b"kept", 1)
+        await asyncio.sleep(SETTLE_S)
+        back = await Node(net, "cc2").connect()
+        await asyncio.sleep(SETTLE_S)
+        assert back.messages == [b"kept"]
+        await sender.conn.stop()
+        with pytest.raises(ConnectionError, match="not currently connected"):
+            sender.conn.publish(unicast_topic("cc2"), b"no socket", 0)
+
+    virtual_loop.run(main())
+
+
 def test_an_absent_clients_messages_are_queued_and_its_session_is_present_on_return() -> None:
     async def main() -> None:
         net = await network()
