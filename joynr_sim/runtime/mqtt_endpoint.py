@@ -289,10 +289,15 @@ class MqttEndpoint(Port):
         after_commit(self._send_committed, sessions, conn, msg, tag, full_topic, payload)
         return None
 
+    def _gone(self, sessions: BrokerSessions, conn: MqttConnection) -> bool:
+        """Whether the process a publish belonged to crashed or stopped since, or its
+        connection was replaced: what it was to send is not this process's any more."""
+        return sessions is not self.sessions or sessions.closed or self.connections.get(conn.gbid) is not conn
+
     def _send_best_effort(self, sessions: BrokerSessions, conn: MqttConnection, msg: JoynrMessage, topic: str,
                           payload: bytes) -> None:
         """At QoS 0, after the turn's writes as every publish: sent now, or dropped."""
-        if sessions is not self.sessions or sessions.closed or self.connections.get(conn.gbid) is not conn:
+        if self._gone(sessions, conn):
             return
         try:
             conn.publish(topic, payload, BEST_EFFORT_QOS)
@@ -304,7 +309,7 @@ class MqttEndpoint(Port):
                         topic: str, payload: bytes) -> None:
         """The outbox row is committed: hand the message to paho, unless the process this
         publish belonged to crashed or stopped meanwhile (its restart re-sends the row)."""
-        if sessions is not self.sessions or sessions.closed or self.connections.get(conn.gbid) is not conn:
+        if self._gone(sessions, conn):
             return
         try:
             mid = conn.publish(topic, payload)
