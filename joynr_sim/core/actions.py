@@ -17,12 +17,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from .address import Address, MqttAddress, type_name
-from .message import JoynrMessage
+from .limits import WireLimits
+from .message import InvalidMessage, JoynrMessage, MessageDecodeError
 from .routing import RoutingEntry
+
+# Reads a payload its wire left unread into the participants' form (joynr_sim.wire.codecs);
+# raises MessageDecodeError for one that may not be used.
+PayloadReader = Callable[[JoynrMessage, WireLimits], JoynrMessage]
 
 
 @dataclass(frozen=True)
@@ -115,6 +121,23 @@ class Withhold:
 Action = (Received | Send | Deliver | Queue | Resolve | Drop | Reject | LearnRoute | Subscribe | Unsubscribe
           | Withhold)
 ACTIONS: tuple[type, ...] = Action.__args__  # every action type, for tables keyed by it
+
+def unreadable(msg: JoynrMessage, limits: WireLimits) -> JoynrMessage:
+    """The reader of a router given none: its wire reads every payload as it decodes."""
+    raise InvalidMessage("payload", f"in the {msg.payload_form} wire's form, which this router cannot read")
+
+
+def deliver(msg: JoynrMessage, recipient: Any, read_payload: PayloadReader, limits: WireLimits) -> Deliver | Drop:
+    """The Deliver of a message to an in-process provider or proxy, its payload in the
+    participants' form: a payload the wire left unread (a relay forwards it so) is read here,
+    where the message ends, and one that may not be used is dropped, naming its field."""
+    if msg.payload_form:
+        try:
+            msg = read_payload(msg, limits)
+        except MessageDecodeError as exc:
+            return Drop(msg, exc.reason, detail=str(exc), field=exc.field)
+    return Deliver(msg, recipient)
+
 
 def via_of(address: Address) -> str:
     """The transport an address is reached over, as the trace names it."""

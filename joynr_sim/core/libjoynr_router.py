@@ -31,7 +31,8 @@ class LibJoynrMessageRouter(MessageRouter):
         route_back_to_parent: bool = False, **kwargs: Any,
     ) -> None:
         super().__init__(table, clock, **kwargs)
-        self.multicast = MulticastRouting(table, clock, kind="libjoynr", parent=parent, limits=self.limits)
+        self.multicast = MulticastRouting(table, clock, kind="libjoynr", parent=parent, limits=self.limits,
+                                         read_payload=self.read_payload)
         self.parent = parent
         self.route_back_to_parent = route_back_to_parent
         self._held: list[JoynrMessage] = []

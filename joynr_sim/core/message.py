@@ -17,6 +17,7 @@ from .limits import (
     check_id,
     check_int,
     check_text,
+    plain_text,
     preview,
 )
 
@@ -75,6 +76,11 @@ class JoynrMessage:
     effort: str = "NORMAL"
     custom_headers: tuple[tuple[str, str], ...] = ()
     hops: int = 0
+    # The form the payload bytes are in: "" the participants' own (what they wrote and read);
+    # a wire's name, that wire's body as it arrived, not read yet. A cluster controller
+    # forwards a joynr frame's body as joynr's does, unread: only the runtime that delivers
+    # the message reads it (joynr_sim.wire.codecs).
+    payload_form: str = ""
 
     def with_hop(self) -> JoynrMessage:
         # A copy of the fields, not dataclasses.replace: every hop of every message makes
@@ -124,6 +130,8 @@ def reply_to_address(text: str, limits: WireLimits) -> Address:
 
 
 def encode(msg: JoynrMessage) -> bytes:
+    if msg.payload_form:  # a runtime speaks one wire: another wire's body here is a bug
+        raise ValueError(f"message {msg.id}: a payload in the {msg.payload_form} wire's form")
     return msgpack.packb(
         [
             WIRE_VERSION,
@@ -140,13 +148,6 @@ def encode(msg: JoynrMessage) -> bytes:
         ],
         use_bin_type=True,
     )
-
-
-def _plain(text: str, max_bytes: int) -> bool:
-    """The common case of a text check_text accepts, decided without its work: 1 to
-    max_bytes ASCII characters, none a control character (for ASCII, ``isprintable`` is
-    false exactly for those). Anything else gets the full check and its error."""
-    return 0 < len(text) <= max_bytes and text.isascii() and text.isprintable()
 
 
 def decode(data: bytes, limits: WireLimits = DEFAULT_LIMITS) -> JoynrMessage:
@@ -180,7 +181,7 @@ def decode(data: bytes, limits: WireLimits = DEFAULT_LIMITS) -> JoynrMessage:
     try:
         max_id = limits.max_id_bytes
         for value, name in ((mid, "id"), (sender, "f"), (recipient, "to")):
-            if not _plain(value, max_id):
+            if not plain_text(value, max_id):
                 check_id(value, name, limits)
         # Both are exact ints (tested above): only their range is left to check here.
         if not 0 <= expiry <= limits.max_expiry_ms:
@@ -193,9 +194,9 @@ def decode(data: bytes, limits: WireLimits = DEFAULT_LIMITS) -> JoynrMessage:
         for n, kv in enumerate(headers):
             if not (type(kv) is list and len(kv) == 2 and type(kv[0]) is str and type(kv[1]) is str):
                 raise InvalidField(f"ch[{n}]", f"custom header must be [name, value], got {preview(kv)}")
-            if not _plain(kv[0], max_id):
+            if not plain_text(kv[0], max_id):
                 check_id(kv[0], f"ch[{n}].name", limits)
-            if kv[1] and not _plain(kv[1], limits.max_header_bytes):
+            if kv[1] and not plain_text(kv[1], limits.max_header_bytes):
                 check_text(kv[1], f"ch[{n}].value", limits.max_header_bytes, empty=True)
             custom.append((kv[0], kv[1]))
         address = None if reply_to is None else reply_to_address(reply_to, limits)

@@ -30,7 +30,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .actions import Action, Deliver, Drop, Send, Subscribe, Unsubscribe, Withhold
+from .actions import Action, Deliver, Drop, PayloadReader, Send, Subscribe, Unsubscribe, Withhold, deliver, unreadable
 from .address import InProcessAddress, MqttAddress, WebSocketAddress, WebSocketClientAddress
 from .limits import DEFAULT_LIMITS, InvalidField, WireLimits, check_id, preview
 from .memory import BoundedMemory
@@ -159,7 +159,7 @@ class MulticastRouting:
     def __init__(self, table: RoutingTable, clock: Callable[[], int], *, kind: str,
                  parent: WebSocketAddress | None = None, gbids: tuple[str, ...] = (),
                  republish_received: bool = False, limits: WireLimits = DEFAULT_LIMITS,
-                 memory: int = 100_000) -> None:
+                 memory: int = 100_000, read_payload: PayloadReader = unreadable) -> None:
         if kind not in ("cc", "libjoynr"):
             raise ValueError(f"kind: expected cc or libjoynr, got {kind!r}")
         self.table = table
@@ -169,6 +169,7 @@ class MulticastRouting:
         self.gbids = tuple(gbids)
         self.republish_received = republish_received
         self.limits = limits
+        self.read_payload = read_payload  # the router's: a payload its wire left unread
         self.directory = MulticastReceiverDirectory()
         self._topics: dict[tuple[str, str], set[tuple[MulticastId, str]]] = {}  # (gbid, filter) -> registrations
         self._delivered = BoundedMemory(memory)  # (message id, receiver)
@@ -231,7 +232,7 @@ class MulticastRouting:
             if isinstance(address, InProcessAddress):
                 actions.append(Send(msg, address))
                 if self._delivered.add((msg.id, receiver)):
-                    actions.append(Deliver(msg, address.skeleton))
+                    actions.append(deliver(msg, address.skeleton, self.read_payload, self.limits))
                 else:
                     actions.append(Drop(msg, "duplicate"))
             elif isinstance(address, WebSocketClientAddress) and self.kind == "cc":

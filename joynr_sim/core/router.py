@@ -19,14 +19,16 @@ from typing import Any
 
 from .actions import (
     Action,
-    Deliver,
     Drop,
     LearnRoute,
+    PayloadReader,
     Queue,
     Received,
     Reject,
     Resolve,
     Send,
+    deliver,
+    unreadable,
     via_of,
 )
 from .address import (
@@ -100,11 +102,14 @@ class MessageRouter:
         memory: int = MEMORY,
         limits: WireLimits = DEFAULT_LIMITS,
         decode: Callable[[bytes, WireLimits], JoynrMessage] = decode,
+        read_payload: PayloadReader = unreadable,
     ) -> None:
         self.table = table
         self.limits = limits
-        # The wire's decoder (joynr_sim.wire.codecs): it raises MessageDecodeError for a bad frame.
+        # The wire's decoder (joynr_sim.wire.codecs): it raises MessageDecodeError for a bad
+        # frame. It may leave a payload unread for the reader, which reads it at delivery.
         self._decode = decode
+        self.read_payload = read_payload
         self.clock = clock
         self.max_hops = max_hops
         self.waiting = WaitingMessages(max_queued, max_queued_bytes, max_queued_per_sender)
@@ -178,7 +183,7 @@ class MessageRouter:
             send = Send(msg, address)
             if not self._delivered.add(msg.id):
                 return [send, Drop(msg, "duplicate")]
-            return [send, Deliver(msg, address.skeleton)]
+            return [send, deliver(msg, address.skeleton, self.read_payload, self.limits)]
         return self._next_hop(msg, address)
 
     # -- routing-table changes: joynr's addNextHop and removeNextHop ------------------------
@@ -302,7 +307,7 @@ class CcMessageRouter(MessageRouter):
         super().__init__(table, clock, **kwargs)
         self.multicast = MulticastRouting(
             table, clock, kind="cc", gbids=tuple(gbids), republish_received=republish_received_multicasts,
-            limits=self.limits,
+            limits=self.limits, read_payload=self.read_payload,
         )
         if on_client_disconnect not in CLIENT_DISCONNECT:
             raise ValueError(

@@ -1,7 +1,8 @@
 """Messages waiting for a route: per participant, in arrival order, within bounds.
 
 A message for a participant without a routing entry waits here until a route appears or
-it expires. The bounds (messages and payload bytes) keep a flood of messages for
+it expires. The bounds (messages, and payload bytes as the message holds them: a relayed
+call's body is its wire's, ``JoynrMessage.payload_form``) keep a flood of messages for
 participants nobody knows from growing a runtime without end: past them the oldest
 waiting message makes room. Each sender may hold at most ``max_per_sender`` of the
 messages (``fairness``), so one sender's flood cannot make room by evicting everyone

@@ -83,7 +83,8 @@ class Runtime:
         self.node_options: dict[str, Any] = dict(
             policy=policy, max_hops=max_hops, max_queued=max_queued, max_queued_bytes=max_queued_bytes,
             max_queued_per_sender=max_queued_per_sender, max_lookups_per_sender=max_lookups_per_sender,
-            limits=WireLimits(max_frame_bytes=max_frame_bytes), decode=self.codec.decode,
+            limits=WireLimits(max_frame_bytes=max_frame_bytes), decode=self.codec.decode_for_routing,
+            read_payload=self.codec.read_payload,
         )
         self.directory = directory
         # Generated participant ids: reproducible when the run has a seed. A runtime started
