@@ -92,6 +92,13 @@ def check_text(value: Any, field: str, max_bytes: int, *, empty: bool = False) -
     return value
 
 
+def plain_text(text: str, max_bytes: int) -> bool:
+    """The common case of a text check_text accepts, decided without its work: 1 to
+    max_bytes ASCII characters, none a control character (for ASCII, ``isprintable`` is
+    false exactly for those). Anything else gets the full check and its error."""
+    return 0 < len(text) <= max_bytes and text.isascii() and text.isprintable()
+
+
 def check_id(value: Any, field: str, limits: WireLimits = DEFAULT_LIMITS) -> str:
     """A participant id, message id or client id: 1 to ``max_id_bytes`` bytes, no control
     characters."""

@@ -34,7 +34,16 @@ import re
 from functools import lru_cache
 
 from ..core.address import Address
-from ..core.limits import DEFAULT_LIMITS, InvalidField, WireLimits, check_id, check_int, check_text, preview
+from ..core.limits import (
+    DEFAULT_LIMITS,
+    InvalidField,
+    WireLimits,
+    check_id,
+    check_int,
+    check_text,
+    plain_text,
+    preview,
+)
 from ..core.message import (
     EFFORTS,
     MESSAGE_TYPES,
@@ -141,7 +150,9 @@ def decode_joynr(data: bytes, limits: WireLimits = DEFAULT_LIMITS) -> JoynrMessa
                 if name in names:
                     raise InvalidField(f"headers[{n}].key", f"custom header {preview(name)} twice")
                 names.add(name)
-                custom.append((name, check_text(value, key, limits.max_header_bytes, empty=True)))
+                if value and not plain_text(value, limits.max_header_bytes):
+                    check_text(value, key, limits.max_header_bytes, empty=True)
+                custom.append((name, value))
             elif key in _JOYNR_HEADERS:
                 joynr[key] = value
             else:
@@ -163,9 +174,12 @@ def decode_joynr(data: bytes, limits: WireLimits = DEFAULT_LIMITS) -> JoynrMessa
         # joynr's factories write absolute expiry dates; a relative one would need a clock.
         raise InvalidMessage("ttlAbsolute", "a relative ttl: the simulator takes absolute expiry dates")
     try:
-        check_id(joynr[HEADER_ID], HEADER_ID, limits)
-        check_id(sender, "sender", limits)
-        check_id(recipient, "recipient", limits)
+        # Most ids are plain ASCII: decided at once, as the default wire decides them; the
+        # rest get the full check and its error.
+        max_id = limits.max_id_bytes
+        for value, field in ((joynr[HEADER_ID], HEADER_ID), (sender, "sender"), (recipient, "recipient")):
+            if not plain_text(value, max_id):
+                check_id(value, field, limits)
         check_int(ttl_ms, "ttlMs", 0, limits.max_expiry_ms)
         if HEADER_CREATOR in joynr:
             check_id(joynr[HEADER_CREATOR], HEADER_CREATOR, limits)
