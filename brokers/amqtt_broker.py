@@ -43,6 +43,7 @@ from brokers.amqtt_access import ClientAuthPlugin, TopicAclPlugin
 from brokers.amqtt_access import refusal as refusal
 from brokers.amqtt_admitting import AdmittingBroker
 from brokers.broker_set import SECRET_ENV
+from brokers.malloc import tune_malloc
 
 log = logging.getLogger("joynr_sim.amqtt_broker")
 
@@ -101,6 +102,7 @@ async def serve(host: str, port: int, gbid: str, secret: str, exit_on_stdin_eof:
 
 
 def main(argv: list[str] | None = None) -> int:
+    tune_malloc()
     parser = argparse.ArgumentParser(prog="python -m brokers.amqtt_broker", description=__doc__.split("\n\n")[0])
     parser.add_argument("--gbid", required=True, help="GBID this broker serves (for logs)")
     parser.add_argument("--host", default="127.0.0.1")
