@@ -14,6 +14,7 @@ from joynr_sim.core.actions import Deliver, Drop, LearnRoute, Received, Send, un
 from joynr_sim.core.address import InProcessAddress, MqttAddress
 from joynr_sim.core.limits import DEFAULT_LIMITS
 from joynr_sim.core.message import (
+    MULTICAST,
     ONE_WAY,
     PUBLICATION,
     REPLY,
@@ -23,13 +24,14 @@ from joynr_sim.core.message import (
     JoynrMessage,
     encode,
 )
+from joynr_sim.core.multicast import parse
 from joynr_sim.core.routing import RoutingEntry
 from joynr_sim.core.subscription_wire import encode_publication
 from joynr_sim.runtime.participants import encode_reply, encode_request
 from joynr_sim.wire.codecs import DEFAULT_WIRE, JOYNR, WireEncodeError, codec
 from joynr_sim.wire.joynr import encode_joynr
 from joynr_sim.wire.smrf import decode_smrf
-from test_router import FOREVER, NOW, cc_router
+from test_router import FOREVER, NOW, cc_router, in_process, lib_router
 
 WIRE = codec(JOYNR)
 # A Request as another serialiser may write it: its keys in another order, with spaces. Valid
@@ -161,3 +163,21 @@ def test_a_body_that_may_not_be_used_is_relayed_and_dropped_where_it_would_be_de
     drop = dropped[2]
     assert (drop.reason, drop.msg.id) == ("invalid-message", "m-2")
     assert drop.field.startswith("pl.")
+
+
+def test_a_multicast_left_unread_is_read_where_each_receiver_gets_it() -> None:
+    """The joynr wire reads multicasts as they arrive; delivery would still read one left
+    unread, as it reads a call's, for every receiver in the runtime."""
+    read: list[str] = []
+
+    def read_payload(msg: JoynrMessage, limits) -> JoynrMessage:
+        read.append(msg.id)
+        return JoynrMessage(**{**msg.__dict__, "payload": b"read", "payload_form": ""})
+
+    router = lib_router(read_payload=read_payload)
+    in_process(router, "prov")
+    in_process(router, "proxy1")
+    router.multicast.add_receiver(parse("prov/incremented"), "proxy1")
+    unread = JoynrMessage(MULTICAST, "prov", "prov/incremented", NOW + 60_000, b"{}", id="mc-1", payload_form=JOYNR)
+    [delivered] = [a for a in router.route(unread) if isinstance(a, Deliver)]
+    assert (delivered.msg.payload, delivered.msg.payload_form, read) == (b"read", "", ["mc-1"])
