@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ..core.actions import unreadable
 from ..core.limits import WireLimits
 from ..core.message import REPLY, REQUEST, REQUEST_REPLY_ID, InvalidMessage, JoynrMessage
 from ..core.message import decode as decode_joynr_sim
@@ -106,17 +107,12 @@ def _read_joynr_payload(msg: JoynrMessage, limits: WireLimits) -> JoynrMessage:
 
 
 def _read_nothing(msg: JoynrMessage, limits: WireLimits) -> JoynrMessage:
-    if msg.payload_form:  # the default wire reads every payload as it decodes
-        raise InvalidMessage("payload", f"in the {msg.payload_form} wire's form, on the {JOYNR_SIM} wire")
-    return msg
+    """The default wire reads every payload as it decodes: one read already is left as it is."""
+    return unreadable(msg, limits) if msg.payload_form else msg
 
 
 def _read_joynr_payload_unread(msg: JoynrMessage, limits: WireLimits) -> JoynrMessage:
-    if msg.payload_form == JOYNR:
-        return _read_joynr_payload(msg, limits)
-    if msg.payload_form:
-        raise InvalidMessage("payload", f"in the {msg.payload_form} wire's form, on the {JOYNR} wire")
-    return msg
+    return _read_joynr_payload(msg, limits) if msg.payload_form == JOYNR else _read_nothing(msg, limits)
 
 
 WIRES: dict[str, Codec] = {
