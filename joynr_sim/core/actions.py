@@ -122,6 +122,7 @@ Action = (Received | Send | Deliver | Queue | Resolve | Drop | Reject | LearnRou
           | Withhold)
 ACTIONS: tuple[type, ...] = Action.__args__  # every action type, for tables keyed by it
 
+
 def unreadable(msg: JoynrMessage, limits: WireLimits) -> JoynrMessage:
     """The reader of a router given none: its wire reads every payload as it decodes."""
     raise InvalidMessage("payload", f"in the {msg.payload_form} wire's form, which this router cannot read")
